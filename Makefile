@@ -1,0 +1,79 @@
+# kubectl-traceflow: every workflow goes through this file. `make help` lists the targets.
+SHELL := /usr/bin/env bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+# Expensive artifacts (Kubernetes binaries, tools) live outside the checkout, keyed by version.
+CACHE_DIR ?= /var/cache/kubectl-traceflow
+GOLANGCI_VERSION := v2.15.0
+GOLANGCI := $(CACHE_DIR)/tools/golangci-lint-$(GOLANGCI_VERSION)/golangci-lint
+GO_LDFLAGS := -s -w -X github.com/kubectl-traceflow/kubectl-traceflow/internal/version.Version=$(VERSION) -X github.com/kubectl-traceflow/kubectl-traceflow/internal/version.Commit=$(COMMIT)
+GO_BUILD := CGO_ENABLED=0 go build -trimpath -ldflags '$(GO_LDFLAGS)'
+TESTSUMMARY := go run ./hack/testsummary
+
+export CACHE_DIR
+
+.PHONY: help
+help: ## list the targets
+	@awk 'BEGIN{FS=":.*## "} /^[a-zA-Z0-9_-]+:.*## /{printf "  %-18s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+.PHONY: build
+build: ## build bin/kubectl-traceflow and bin/traceflow-helper
+	$(GO_BUILD) -o bin/kubectl-traceflow ./cmd/kubectl-traceflow
+	$(GO_BUILD) -o bin/traceflow-helper ./cmd/traceflow-helper
+
+.PHONY: fmt
+fmt: ## format the Go code
+	gofmt -w $$(git ls-files '*.go')
+
+.PHONY: vet
+vet: ## go vet every package, build tags included
+	go vet -tags integration,e2e ./...
+
+$(GOLANGCI):
+	GOBIN=$(dir $(GOLANGCI)) go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_VERSION)
+
+.PHONY: lint
+lint: $(GOLANGCI) vet ## golangci-lint (v2, config in .golangci.yml) and go vet
+	$(GOLANGCI) run --build-tags integration,e2e ./...
+
+.PHONY: deps
+deps: ## install the Debian packages the integration and e2e tests need (root; skips what is present)
+	hack/install-deps.sh
+
+.PHONY: test-unit
+test-unit: ## unit tests: no root, no OVS, no cluster
+	go test -json -count=1 ./... | $(TESTSUMMARY) -label unit
+
+.PHONY: test-integration
+test-integration: ## node helper against a real Open vSwitch in network namespaces (root)
+	TRACEFLOW_CI=1 go test -json -count=1 -tags integration -run Integration -timeout 20m ./pkg/... ./cmd/... | $(TESTSUMMARY) -label "integration (OVS)" -forbid-skips
+
+.PHONY: test-e2e
+test-e2e: build ## end to end in the lab: brings it up (or reuses it), runs the built binaries through kubectl
+	TRACEFLOW_CI=1 go test -json -count=1 -tags e2e -timeout 60m ./test/e2e/... | $(TESTSUMMARY) -label e2e -forbid-skips
+
+.PHONY: test
+test: deps lint test-unit test-integration test-e2e ## everything CI runs: lint, unit, integration, e2e
+
+.PHONY: lab-up
+lab-up: build ## start the two-node lab cluster (idempotent); prints the KUBECONFIG export
+	test/lab/lab.sh up
+
+.PHONY: lab-down
+lab-down: ## stop the lab and remove everything it created
+	test/lab/lab.sh down
+
+.PHONY: lab-status
+lab-status: ## show what of the lab is running
+	test/lab/lab.sh status
+
+.PHONY: demo
+demo: build lab-up ## the mission: trace pod-a -> pod-b TCP 80 across two real nodes in the lab
+	test/lab/demo.sh
+
+.PHONY: clean
+clean: ## remove build outputs (not the cache in $(CACHE_DIR))
+	rm -rf bin dist

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs the Debian packages that the integration and e2e tests and the lab need.
+# Idempotent: does nothing when every command is already present.
+set -euo pipefail
+declare -A pkg_of=(
+  [ovs-vswitchd]=openvswitch-switch
+  [containerd]=containerd
+  [runc]=runc
+  [etcd]=etcd-server
+  [ethtool]=ethtool
+  [ip]=iproute2
+  [tmux]=tmux
+  [nsenter]=util-linux
+)
+want=()
+for cmd in "${!pkg_of[@]}"; do
+  command -v "$cmd" >/dev/null 2>&1 || want+=("${pkg_of[$cmd]}")
+done
+[ -d /usr/lib/cni ] || want+=(containernetworking-plugins)
+if [ ${#want[@]} -eq 0 ]; then exit 0; fi
+if [ "$(id -u)" -ne 0 ]; then
+  echo "missing packages: ${want[*]}; run as root or: sudo apt-get install -y ${want[*]}" >&2
+  exit 1
+fi
+echo "installing: ${want[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get install -y --no-install-recommends "${want[@]}" >/dev/null || {
+  apt-get update >/dev/null
+  apt-get install -y --no-install-recommends "${want[@]}" >/dev/null
+}
