@@ -1,0 +1,83 @@
+// Package report is the wire contract between the node helper and the plugin:
+// the JSON lines a helper prints on stdout, and the per-node result in the
+// shape of the status of Antrea's crd.antrea.io/v1beta1 Traceflow. It is the
+// only package that both the helper and the plugin import.
+package report
+
+// Component is the part of the dataplane an observation comes from, with
+// Antrea's names.
+type Component string
+
+// Components, as Antrea names them.
+const (
+	ComponentSpoofGuard    Component = "SpoofGuard"
+	ComponentLB            Component = "LB"
+	ComponentRouting       Component = "Routing"
+	ComponentNetworkPolicy Component = "NetworkPolicy"
+	ComponentForwarding    Component = "Forwarding"
+	ComponentEgress        Component = "Egress"
+)
+
+// Action is what a component did with the packet, with Antrea's names.
+type Action string
+
+// Actions, as Antrea names them.
+const (
+	ActionDelivered             Action = "Delivered"
+	ActionReceived              Action = "Received"
+	ActionForwarded             Action = "Forwarded"
+	ActionDropped               Action = "Dropped"
+	ActionRejected              Action = "Rejected"
+	ActionForwardedOutOfNetwork Action = "ForwardedOutOfNetwork"
+	// ActionForwardedOutOfOverlay is what Antrea before v1.12 reports for
+	// ForwardedOutOfNetwork; readers accept both, writers use the newer one.
+	ActionForwardedOutOfOverlay Action = "ForwardedOutOfOverlay"
+)
+
+// Normalize maps older spellings to the current ones.
+func (a Action) Normalize() Action {
+	if a == ActionForwardedOutOfOverlay {
+		return ActionForwardedOutOfNetwork
+	}
+	return a
+}
+
+// Role says whether a node sent the probe or received it.
+type Role string
+
+// Roles, as Antrea names them.
+const (
+	RoleSender   Role = "Sender"
+	RoleReceiver Role = "Receiver"
+)
+
+// NodeResult is one node's part of a Traceflow status (status.results[]).
+type NodeResult struct {
+	// Node is the name of the node that observed the packet.
+	Node string `json:"node,omitempty"`
+	// Role is Sender or Receiver.
+	Role Role `json:"role,omitempty"`
+	// Timestamp is the Unix time (seconds) of the node's first observation.
+	Timestamp int64 `json:"timestamp,omitempty"`
+	// Observations are the hops on this node, in the order the packet took them.
+	Observations []Observation `json:"observations,omitempty"`
+}
+
+// Observation is one hop (crd.antrea.io/v1beta1 Traceflow status.results[].observations[]).
+type Observation struct {
+	Component         Component `json:"component,omitempty"`
+	ComponentInfo     string    `json:"componentInfo,omitempty"`
+	Action            Action    `json:"action,omitempty"`
+	Pod               string    `json:"pod,omitempty"`
+	DstMAC            string    `json:"dstMAC,omitempty"`
+	NetworkPolicy     string    `json:"networkPolicy,omitempty"`
+	NetworkPolicyRule string    `json:"networkPolicyRule,omitempty"`
+	Egress            string    `json:"egress,omitempty"`
+	TTL               int32     `json:"ttl,omitempty"`
+	TranslatedSrcIP   string    `json:"translatedSrcIP,omitempty"`
+	TranslatedDstIP   string    `json:"translatedDstIP,omitempty"`
+	TunnelDstIP       string    `json:"tunnelDstIP,omitempty"`
+	EgressIP          string    `json:"egressIP,omitempty"`
+	EgressNode        string    `json:"egressNode,omitempty"`
+	SrcPodIP          string    `json:"srcPodIP,omitempty"`
+}
