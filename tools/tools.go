@@ -13,8 +13,8 @@ import (
 	_ "k8s.io/api/core/v1"
 	_ "k8s.io/apimachinery/pkg/apis/meta/v1"
 	_ "k8s.io/cli-runtime/pkg/genericclioptions"
+	_ "k8s.io/client-go/dynamic/fake"
 	_ "k8s.io/client-go/kubernetes"
 	_ "k8s.io/client-go/kubernetes/fake"
-	_ "k8s.io/client-go/dynamic/fake"
 	_ "sigs.k8s.io/yaml"
 )
