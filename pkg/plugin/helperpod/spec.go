@@ -1,0 +1,196 @@
+// Package helperpod builds the spec of the short-lived pods that run
+// traceflow-helper on a node. Building is pure: everything that varies (names,
+// image, timeout) comes in through Params, so the spec can be compared in tests.
+package helperpod
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+)
+
+// Labels and annotations every helper pod carries. ManagedByLabel lets
+// `kubectl traceflow cleanup` sweep what a killed plugin left.
+const (
+	ManagedByLabel = "app.kubernetes.io/managed-by"
+	ManagedByValue = "kubectl-traceflow"
+	TraceLabel     = "traceflow.kubectl-traceflow.io/trace"
+	RoleLabel      = "traceflow.kubectl-traceflow.io/role"
+	TagAnnotation  = "traceflow.kubectl-traceflow.io/dataplane-tag"
+)
+
+// Defaults for the places the helper looks at on the node.
+const (
+	DefaultOVSRunDir = "/var/run/openvswitch"
+	DefaultBridge    = "br-int"
+	ContainerName    = "helper"
+	// ovsMountPath is where the node's OVS run directory appears in the pod.
+	// The helper is told this path, so it does not depend on the host layout.
+	ovsMountPath = "/var/run/openvswitch"
+)
+
+// Role says what a helper does on its node.
+type Role string
+
+// Helper roles: the sender injects the probe, a receiver waits for it.
+const (
+	RoleSender   Role = "sender"
+	RoleReceiver Role = "receiver"
+)
+
+// Params are the inputs of a helper pod spec.
+type Params struct {
+	// TraceName names the trace; pods are named after it and labelled with it.
+	TraceName string
+	Namespace string
+	Node      string
+	Role      Role
+	Image     string
+	// PullPolicy defaults to IfNotPresent.
+	PullPolicy corev1.PullPolicy
+	// OVSRunDir is the node's OVS run directory (hostPath).
+	OVSRunDir string
+	Bridge    string
+	Tag       uint8
+	// Timeout is the trace's timeout; the pod's deadline is derived from it.
+	Timeout time.Duration
+	// Args are the helper's arguments after the subcommand and the OVS flags
+	// that this package sets (--ovs-rundir, --bridge, --tag, --timeout).
+	Args []string
+}
+
+// deadlineSlack is how long a helper pod may live beyond the trace's
+// timeout: time to start, pull an image already present and report. After
+// it the kubelet kills the pod even if the plugin that started it is gone.
+const deadlineSlack = 60 * time.Second
+
+// Name returns the helper pod's name for a trace, role and node. Node names
+// can be long, so the name keeps the trace name and role and adds a short
+// hash of the node, which is unique enough among a trace's few nodes.
+func Name(trace string, role Role, node string) string {
+	return fmt.Sprintf("%s-%s-%s", trace, role, shortHash(node))
+}
+
+// Build returns the pod that runs the helper on p.Node.
+func Build(p Params) (*corev1.Pod, error) {
+	if p.TraceName == "" || p.Node == "" || p.Image == "" || p.Namespace == "" {
+		return nil, fmt.Errorf("helper pod needs a trace name, a node, an image and a namespace")
+	}
+	if p.Role != RoleSender && p.Role != RoleReceiver {
+		return nil, fmt.Errorf("unknown helper role %q", p.Role)
+	}
+	if p.Timeout <= 0 {
+		return nil, fmt.Errorf("helper pod needs a positive timeout")
+	}
+	runDir := p.OVSRunDir
+	if runDir == "" {
+		runDir = DefaultOVSRunDir
+	}
+	bridge := p.Bridge
+	if bridge == "" {
+		bridge = DefaultBridge
+	}
+	pull := p.PullPolicy
+	if pull == "" {
+		pull = corev1.PullIfNotPresent
+	}
+	sub := "trace"
+	if p.Role == RoleReceiver {
+		sub = "receive"
+	}
+	args := []string{sub,
+		"--ovs-rundir", ovsMountPath,
+		"--bridge", bridge,
+		"--tag", strconv.Itoa(int(p.Tag)),
+		"--timeout", p.Timeout.String(),
+	}
+	args = append(args, p.Args...)
+	deadline := int64((p.Timeout + deadlineSlack) / time.Second)
+	hostPathType := corev1.HostPathDirectory
+
+	pod := &corev1.Pod{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      Name(p.TraceName, p.Role, p.Node),
+			Namespace: p.Namespace,
+			Labels: map[string]string{
+				ManagedByLabel: ManagedByValue,
+				TraceLabel:     p.TraceName,
+				RoleLabel:      string(p.Role),
+			},
+			Annotations: map[string]string{TagAnnotation: strconv.Itoa(int(p.Tag))},
+		},
+		Spec: corev1.PodSpec{
+			// nodeName binds the pod directly: no scheduler round trip, and a
+			// node the scheduler considers full or cordoned is still traced.
+			NodeName: p.Node,
+			// hostNetwork keeps the helper out of the pod network it is
+			// diagnosing: a pod attached to the bridge would add a port to the
+			// very pipeline under trace, and would not start where the CNI is
+			// broken. OVS is reached through unix sockets only.
+			HostNetwork:                   true,
+			RestartPolicy:                 corev1.RestartPolicyNever,
+			ActiveDeadlineSeconds:         &deadline,
+			AutomountServiceAccountToken:  ptr.To(false),
+			EnableServiceLinks:            ptr.To(false),
+			TerminationGracePeriodSeconds: ptr.To(int64(5)),
+			// Tolerate every taint: the node under diagnosis is often the one
+			// that is NotReady, unreachable or under pressure.
+			Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
+			Containers: []corev1.Container{{
+				Name:            ContainerName,
+				Image:           p.Image,
+				ImagePullPolicy: pull,
+				Args:            args,
+				SecurityContext: &corev1.SecurityContext{
+					// Root, because OVS creates its sockets with mode 0750 as
+					// root, or (Fedora, RHEL) as user openvswitch; the helper
+					// speaks OpenFlow, OVSDB and the vswitchd control
+					// protocol over those sockets and opens no raw socket, so
+					// every capability is dropped but DAC_OVERRIDE, which
+					// lets root open a socket another user owns.
+					RunAsUser:                ptr.To(int64(0)),
+					RunAsNonRoot:             ptr.To(false),
+					Privileged:               ptr.To(false),
+					AllowPrivilegeEscalation: ptr.To(false),
+					ReadOnlyRootFilesystem:   ptr.To(true),
+					Capabilities: &corev1.Capabilities{
+						Drop: []corev1.Capability{"ALL"},
+						Add:  []corev1.Capability{"DAC_OVERRIDE"},
+					},
+					SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+				},
+				TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+				VolumeMounts: []corev1.VolumeMount{{
+					Name:      "ovs-run",
+					MountPath: ovsMountPath,
+				}},
+			}},
+			Volumes: []corev1.Volume{{
+				Name: "ovs-run",
+				VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{
+					Path: runDir,
+					// Directory (not DirectoryOrCreate): a node without OVS
+					// must fail to start the pod rather than get an empty
+					// directory created on it.
+					Type: &hostPathType,
+				}},
+			}},
+		},
+	}
+	return pod, nil
+}
+
+// shortHash is a stable 6-hex-digit FNV-1a hash of s.
+func shortHash(s string) string {
+	h := uint32(2166136261)
+	for i := 0; i < len(s); i++ {
+		h ^= uint32(s[i])
+		h *= 16777619
+	}
+	return fmt.Sprintf("%06x", h&0xffffff)
+}

@@ -1,0 +1,138 @@
+package helperpod
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+func params() Params {
+	return Params{
+		TraceName: "tf-pod-a-pod-b-x7k2p",
+		Namespace: "kube-system",
+		Node:      "lab-node-2",
+		Role:      RoleReceiver,
+		Image:     "ghcr.io/kubectl-traceflow/traceflow-helper:v0.1.0",
+		Tag:       7,
+		Timeout:   20 * time.Second,
+	}
+}
+
+func TestBuildGolden(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		mod  func(*Params)
+	}{
+		{"receiver", func(*Params) {}},
+		{"sender", func(p *Params) {
+			p.Role = RoleSender
+			p.Node = "lab-node-1"
+			p.OVSRunDir = "/run/openvswitch"
+			p.Bridge = "br-int"
+			p.PullPolicy = corev1.PullNever
+			p.Args = []string{"--source-pod", "default/pod-a", "--destination", "10.244.2.5", "--tcp", "80"}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := params()
+			tc.mod(&p)
+			pod, err := Build(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := yaml.Marshal(pod)
+			if err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join("testdata", tc.name+".yaml")
+			if *update {
+				if err := os.WriteFile(path, got, 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("%v (run go test -update to create it)", err)
+			}
+			if d := cmp.Diff(string(want), string(got)); d != "" {
+				t.Errorf("pod spec differs from %s (-want +got):\n%s", path, d)
+			}
+		})
+	}
+}
+
+// TestBuildInvariants checks the properties every helper pod must have,
+// whatever the inputs: the contract of CONVENTIONS.md item 5.
+func TestBuildInvariants(t *testing.T) {
+	for _, role := range []Role{RoleSender, RoleReceiver} {
+		p := params()
+		p.Role = role
+		pod, err := Build(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := pod.Spec
+		if s.NodeName != p.Node || !s.HostNetwork || s.RestartPolicy != corev1.RestartPolicyNever {
+			t.Errorf("%s: nodeName/hostNetwork/restartPolicy wrong: %q %v %q", role, s.NodeName, s.HostNetwork, s.RestartPolicy)
+		}
+		if s.ActiveDeadlineSeconds == nil || *s.ActiveDeadlineSeconds <= int64(p.Timeout/time.Second) {
+			t.Errorf("%s: activeDeadlineSeconds %v must exceed the timeout", role, s.ActiveDeadlineSeconds)
+		}
+		if s.AutomountServiceAccountToken == nil || *s.AutomountServiceAccountToken {
+			t.Errorf("%s: service account token must not be mounted", role)
+		}
+		if len(s.Tolerations) != 1 || s.Tolerations[0].Operator != corev1.TolerationOpExists || s.Tolerations[0].Key != "" {
+			t.Errorf("%s: must tolerate every taint, got %+v", role, s.Tolerations)
+		}
+		if pod.Labels[ManagedByLabel] != ManagedByValue || pod.Labels[TraceLabel] != p.TraceName || pod.Labels[RoleLabel] != string(role) {
+			t.Errorf("%s: labels %v", role, pod.Labels)
+		}
+		sc := s.Containers[0].SecurityContext
+		if *sc.Privileged || *sc.AllowPrivilegeEscalation || len(sc.Capabilities.Drop) != 1 || sc.Capabilities.Drop[0] != "ALL" {
+			t.Errorf("%s: security context not least privilege: %+v", role, sc)
+		}
+		wantSub := map[Role]string{RoleSender: "trace", RoleReceiver: "receive"}[role]
+		if args := s.Containers[0].Args; args[0] != wantSub || !strings.Contains(strings.Join(args, " "), "--tag 7") {
+			t.Errorf("%s: args %v", role, args)
+		}
+		if len(pod.Name) > 63 {
+			t.Errorf("%s: pod name %q longer than 63", role, pod.Name)
+		}
+	}
+}
+
+func TestBuildRejects(t *testing.T) {
+	for name, mod := range map[string]func(*Params){
+		"no node":    func(p *Params) { p.Node = "" },
+		"no image":   func(p *Params) { p.Image = "" },
+		"bad role":   func(p *Params) { p.Role = "watcher" },
+		"no timeout": func(p *Params) { p.Timeout = 0 },
+	} {
+		t.Run(name, func(t *testing.T) {
+			p := params()
+			mod(&p)
+			if _, err := Build(p); err == nil {
+				t.Fatal("Build accepted invalid params")
+			}
+		})
+	}
+}
+
+func TestNameStablePerNode(t *testing.T) {
+	a, b := Name("tf-x", RoleReceiver, "node-1"), Name("tf-x", RoleReceiver, "node-2")
+	if a == b {
+		t.Fatalf("two nodes got the same pod name %q", a)
+	}
+	if a != Name("tf-x", RoleReceiver, "node-1") {
+		t.Fatal("name is not stable")
+	}
+}
