@@ -1,0 +1,44 @@
+package exitcode
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+)
+
+func TestOf(t *testing.T) {
+	base := errors.New("boom")
+	tests := []struct {
+		name string
+		err  error
+		want Code
+	}{
+		{"nil is OK", nil, OK},
+		{"untyped is a setup failure", base, Setup},
+		{"usage", UsageErrorf("bad %s", "port"), Usage},
+		{"wrapped usage keeps its code", fmt.Errorf("context: %w", UsageErrorf("bad")), Usage},
+		{"outermost code wins", Wrap(Timeout, Wrap(Verdict, base)), Timeout},
+		{"verdict", Wrap(Verdict, base), Verdict},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := Of(tt.err); got != tt.want {
+				t.Errorf("Of(%v) = %d, want %d", tt.err, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestWrapNilAndMessage(t *testing.T) {
+	if Wrap(Usage, nil) != nil {
+		t.Error("Wrap(Usage, nil) != nil")
+	}
+	base := errors.New("boom")
+	err := Errorf(Setup, "reaching the API: %w", base)
+	if got, want := err.Error(), "reaching the API: boom"; got != want {
+		t.Errorf("message = %q, want %q", got, want)
+	}
+	if !errors.Is(err, base) {
+		t.Error("errors.Is does not see the wrapped error")
+	}
+}
