@@ -1,0 +1,176 @@
+// Package view is the one model of a running trace that every renderer
+// reads. Watchers and helpers produce typed updates; Model.Apply folds them
+// in; the live, plain and structured renderers only read the model and write
+// to an io.Writer. Nothing here talks to the cluster.
+package view
+
+import (
+	"time"
+
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/report"
+)
+
+// Update is one thing that happened to a trace.
+type Update interface {
+	// When is the time the update happened, from the producer's clock.
+	When() time.Time
+}
+
+// At is embedded in every update to carry its time.
+type At struct{ Time time.Time }
+
+// When implements Update.
+func (a At) When() time.Time { return a.Time }
+
+// TraceStarted: the trace is recorded and an engine chosen.
+type TraceStarted struct {
+	At
+	Name         string
+	Engine       string // "helper" or "agent"
+	EngineReason string
+	Source       string
+	Destination  string
+	Packet       string // "TCP 80 SYN", "ICMP echo", ...
+	Tag          uint8
+}
+
+// HelperWaiting: a helper on Node is not running yet, for Reason
+// ("scheduled", "pulling image", "ContainerCreating").
+type HelperWaiting struct {
+	At
+	Node   string
+	Role   report.Role
+	Reason string
+}
+
+// HelperReady: the helper on Node installed its flows and is listening.
+type HelperReady struct {
+	At
+	Node    string
+	Role    report.Role
+	Version string
+}
+
+// Injected: the sender put the probe into its bridge.
+type Injected struct {
+	At
+	Node string
+}
+
+// Hop is one observation of the packet, with how OVS explains it.
+type Hop struct {
+	Node        string
+	Role        report.Role
+	Observation report.Observation
+	// TableID, TableName, Flow and Cookie name the OpenFlow flow that did it.
+	TableID   int
+	TableName string
+	Flow      string
+	Cookie    uint64
+}
+
+// Observed: the packet was seen at a hop.
+type Observed struct {
+	At
+	Hop Hop
+}
+
+// Finished: the trace ended with a verdict (and, for Failed, a reason).
+type Finished struct {
+	At
+	Verdict Verdict
+	Reason  string
+}
+
+// NodeState is what the model knows of one node's helper or agent.
+type NodeState struct {
+	Name    string
+	Role    report.Role
+	Waiting string // non-empty while the helper is not ready
+	Ready   bool
+	Hops    []TimedHop
+}
+
+// TimedHop is a hop with its time.
+type TimedHop struct {
+	Hop
+	At time.Time
+}
+
+// Model is the state of one trace as the user sees it.
+type Model struct {
+	Trace      TraceStarted
+	Started    time.Time
+	InjectedAt time.Time // zero until injected
+	Nodes      []*NodeState
+	Finished   *Finished
+	// Events is every update in arrival order, for the plain renderer and
+	// for replaying intermediate frames in tests.
+	Events []Update
+}
+
+// Apply folds u into the model.
+func (m *Model) Apply(u Update) {
+	m.Events = append(m.Events, u)
+	switch u := u.(type) {
+	case TraceStarted:
+		m.Trace = u
+		m.Started = u.Time
+	case HelperWaiting:
+		n := m.node(u.Node, u.Role)
+		n.Waiting = u.Reason
+	case HelperReady:
+		n := m.node(u.Node, u.Role)
+		n.Waiting, n.Ready = "", true
+	case Injected:
+		m.InjectedAt = u.Time
+	case Observed:
+		n := m.node(u.Hop.Node, u.Hop.Role)
+		n.Hops = append(n.Hops, TimedHop{Hop: u.Hop, At: u.Time})
+	case Finished:
+		f := u
+		m.Finished = &f
+	}
+}
+
+// node returns the state of name, adding it in path order: the sender
+// first, receivers after, each in order of first appearance.
+func (m *Model) node(name string, role report.Role) *NodeState {
+	for _, n := range m.Nodes {
+		if n.Name == name {
+			if n.Role == "" {
+				n.Role = role
+			}
+			return n
+		}
+	}
+	n := &NodeState{Name: name, Role: role}
+	if role == report.RoleSender {
+		m.Nodes = append([]*NodeState{n}, m.Nodes...)
+	} else {
+		m.Nodes = append(m.Nodes, n)
+	}
+	return n
+}
+
+// Since returns t relative to injection (or to the start, before injection).
+func (m *Model) Since(t time.Time) time.Duration {
+	base := m.InjectedAt
+	if base.IsZero() {
+		base = m.Started
+	}
+	if base.IsZero() || t.Before(base) {
+		return 0
+	}
+	return t.Sub(base)
+}
+
+// AllHops returns every hop in path order: node by node, each node's hops
+// in the order they happened.
+func (m *Model) AllHops() []TimedHop {
+	var hops []TimedHop
+	for _, n := range m.Nodes {
+		hops = append(hops, n.Hops...)
+	}
+	return hops
+}

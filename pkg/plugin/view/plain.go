@@ -1,0 +1,159 @@
+package view
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/report"
+)
+
+// Plain renders one stable line per update: a time since the trace started,
+// an event word, then key=value fields. Values that are not plain words are
+// quoted with Go syntax, which also escapes anything a terminal would
+// interpret, so cluster strings cannot inject escape codes.
+type Plain struct {
+	W io.Writer
+	// Explain adds each hop's OVS table, flow and cookie.
+	Explain bool
+}
+
+// Write renders u, which has just been applied to m.
+func (p Plain) Write(m *Model, u Update) error {
+	line := p.line(m, u)
+	if line == "" {
+		return nil
+	}
+	_, err := fmt.Fprintf(p.W, "%-9s %s\n", "+"+fmtDur(sub(u.When(), m.Started)), line)
+	return err
+}
+
+func (p Plain) line(m *Model, u Update) string {
+	switch u := u.(type) {
+	case TraceStarted:
+		return kv("trace", "name", u.Name, "engine", u.Engine, "why", u.EngineReason,
+			"source", u.Source, "destination", u.Destination, "packet", u.Packet, "tag", strconv.Itoa(int(u.Tag)))
+	case HelperWaiting:
+		return kv("waiting", "node", u.Node, "role", string(u.Role), "for", u.Reason)
+	case HelperReady:
+		return kv("ready", "node", u.Node, "role", string(u.Role), "helper", u.Version)
+	case Injected:
+		return kv("injected", "node", u.Node)
+	case Observed:
+		h := u.Hop
+		o := h.Observation
+		fields := []string{"node", h.Node, "component", string(o.Component), "action", string(o.Action.Normalize()),
+			"info", o.ComponentInfo, "since_injection", fmtDur(m.Since(u.Time))}
+		fields = append(fields, detailFields(o)...)
+		if p.Explain {
+			fields = append(fields, "table", tableRef(h), "flow", h.Flow, "cookie", cookieHex(h.Cookie))
+		}
+		return kv("hop", fields...)
+	case Finished:
+		return kv("verdict", "result", string(u.Verdict), "reason", u.Reason)
+	}
+	return ""
+}
+
+// Summary is the one line a CI log reader looks for.
+func Summary(m *Model, want Expect) string {
+	v := Incomplete
+	if m.Finished != nil {
+		v = m.Finished.Verdict
+	}
+	code, _ := ExitCode(v, want)
+	status := "PASS"
+	if code != 0 {
+		status = "FAIL"
+	}
+	if want == "" {
+		want = ExpectDelivered
+	}
+	var path []string
+	for _, n := range m.Nodes {
+		path = append(path, n.Name)
+	}
+	return fmt.Sprintf("%s: %s -> %s (%s) %s via %s; expected %s (exit %d)",
+		status, quoteIfNeeded(m.Trace.Source), quoteIfNeeded(m.Trace.Destination), m.Trace.Packet, v,
+		orNone(strings.Join(path, " -> ")), want, code)
+}
+
+// detailFields are the observation fields that say where the packet went.
+func detailFields(o report.Observation) []string {
+	return []string{
+		"pod", o.Pod, "translatedDstIP", o.TranslatedDstIP, "translatedSrcIP", o.TranslatedSrcIP,
+		"tunnelDstIP", o.TunnelDstIP, "networkPolicy", o.NetworkPolicy, "networkPolicyRule", o.NetworkPolicyRule,
+		"egress", o.Egress, "egressIP", o.EgressIP, "egressNode", o.EgressNode,
+	}
+}
+
+func tableRef(h Hop) string {
+	if h.TableName == "" {
+		return strconv.Itoa(h.TableID)
+	}
+	return fmt.Sprintf("%s(%d)", h.TableName, h.TableID)
+}
+
+func cookieHex(c uint64) string {
+	if c == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%#x", c)
+}
+
+// kv joins an event word and key=value pairs, leaving out empty values.
+func kv(event string, pairs ...string) string {
+	var b strings.Builder
+	b.WriteString(event)
+	for i := 0; i+1 < len(pairs); i += 2 {
+		if pairs[i+1] == "" {
+			continue
+		}
+		b.WriteString(" ")
+		b.WriteString(pairs[i])
+		b.WriteString("=")
+		b.WriteString(quoteIfNeeded(pairs[i+1]))
+	}
+	return b.String()
+}
+
+// quoteIfNeeded returns s as is when it is one printable word, else quoted.
+func quoteIfNeeded(s string) string {
+	for _, r := range s {
+		if r <= ' ' || r == '"' || r == '=' || r == '\\' || r > '~' {
+			return strconv.Quote(s)
+		}
+	}
+	return s
+}
+
+func sub(t, base time.Time) time.Duration {
+	if base.IsZero() || t.Before(base) {
+		return 0
+	}
+	return t.Sub(base)
+}
+
+// fmtDur prints a duration with a precision that suits it: microseconds
+// matter for hops within a node, seconds for helper start-up.
+func fmtDur(d time.Duration) string {
+	switch {
+	case d < time.Millisecond:
+		// ASCII "ms" with three decimals rather than "µs", so plain output
+		// stays 7-bit and needs no quoting.
+		return fmt.Sprintf("%.3fms", float64(d)/float64(time.Millisecond))
+	case d < time.Second:
+		return fmt.Sprintf("%.1fms", float64(d)/float64(time.Millisecond))
+	default:
+		return fmt.Sprintf("%.2fs", d.Seconds())
+	}
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(no node)"
+	}
+	return s
+}
