@@ -30,7 +30,7 @@ func golden(t *testing.T, name string, got []byte) {
 	}
 }
 
-var ansi = regexp.MustCompile("\x1b\\[")
+var escapeSeq = regexp.MustCompile("\x1b\\[")
 
 func TestPlainGolden(t *testing.T) {
 	for name, updates := range scenarios {
@@ -48,7 +48,7 @@ func TestPlainGolden(t *testing.T) {
 					}
 				})
 				buf.WriteString(Summary(m, ExpectDelivered) + "\n")
-				if ansi.Match(buf.Bytes()) {
+				if escapeSeq.Match(buf.Bytes()) {
 					t.Fatal("plain output contains an escape sequence")
 				}
 				golden(t, "plain-"+name+suffix+".txt", buf.Bytes())
@@ -66,7 +66,7 @@ func TestPlainEscapesClusterStrings(t *testing.T) {
 	if err := p.Write(m, u); err != nil {
 		t.Fatal(err)
 	}
-	if ansi.Match(buf.Bytes()) {
+	if escapeSeq.Match(buf.Bytes()) {
 		t.Fatalf("escape sequence from a node name reached the output: %q", buf.String())
 	}
 }

@@ -1,0 +1,205 @@
+package view
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/charmbracelet/lipgloss"
+	"github.com/charmbracelet/x/ansi"
+	"github.com/muesli/termenv"
+
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/report"
+)
+
+// Live draws the whole trace as a frame: the path node by node, one row per
+// hop, a spinner saying what is awaited, and the verdict banner at the end.
+// Frames are pure functions of the model, the width, the time and the
+// spinner step, so tests can pin every one of them.
+type Live struct {
+	Width   int
+	Explain bool
+	styles  styles
+}
+
+type styles struct {
+	r                                          *lipgloss.Renderer
+	title, dim, node, comp, ok, bad, warn, box lipgloss.Style
+}
+
+// NewLive returns a live renderer for a terminal of width columns with the
+// given colour profile (termenv.Ascii for no colour).
+func NewLive(width int, profile termenv.Profile, explain bool) *Live {
+	r := lipgloss.NewRenderer(io.Discard)
+	r.SetColorProfile(profile)
+	r.SetHasDarkBackground(true)
+	s := styles{
+		r:     r,
+		title: r.NewStyle().Bold(true),
+		dim:   r.NewStyle().Foreground(lipgloss.Color("245")),
+		node:  r.NewStyle().Bold(true).Foreground(lipgloss.Color("39")),
+		comp:  r.NewStyle().Foreground(lipgloss.Color("111")),
+		ok:    r.NewStyle().Bold(true).Foreground(lipgloss.Color("42")),
+		bad:   r.NewStyle().Bold(true).Foreground(lipgloss.Color("203")),
+		warn:  r.NewStyle().Bold(true).Foreground(lipgloss.Color("214")),
+		box:   r.NewStyle().Border(lipgloss.RoundedBorder()).Padding(0, 1),
+	}
+	if width < 40 {
+		width = 40
+	}
+	return &Live{Width: width, Explain: explain, styles: s}
+}
+
+var spinner = []string{"⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"}
+
+// Frame renders the model as it stands at now; step picks the spinner glyph.
+func (l *Live) Frame(m *Model, now time.Time, step int) string {
+	s := l.styles
+	var lines []string
+	t := m.Trace
+	lines = append(lines, s.title.Render("traceflow ")+esc(t.Source)+" → "+esc(t.Destination)+"  "+esc(t.Packet))
+	if t.Engine != "" {
+		lines = append(lines, s.dim.Render(fmt.Sprintf("engine %s (%s) · tag %d · %s", esc(t.Engine), esc(t.EngineReason), t.Tag, esc(t.Name))))
+	}
+	lines = append(lines, "")
+	for i, n := range m.Nodes {
+		role := strings.ToLower(string(n.Role))
+		lines = append(lines, s.node.Render("● "+esc(n.Name))+s.dim.Render(" "+role+nodeState(n)))
+		for _, h := range n.Hops {
+			lines = append(lines, l.hopLines(m, h)...)
+		}
+		if i < len(m.Nodes)-1 {
+			lines = append(lines, s.dim.Render("│"))
+		}
+	}
+	if m.Finished == nil {
+		lines = append(lines, "", s.warn.Render(spinner[step%len(spinner)])+" "+waitingFor(m)+s.dim.Render(" "+fmtDur(sub(now, m.Started))))
+	} else {
+		lines = append(lines, "", l.banner(m))
+	}
+	// Split again (the banner spans lines) and cut every line to the width,
+	// so nothing wraps and Screen can redraw in place.
+	rows := strings.Split(strings.Join(lines, "\n"), "\n")
+	for i, row := range rows {
+		rows[i] = ansi.Truncate(row, l.Width, "…")
+	}
+	return strings.Join(rows, "\n") + "\n"
+}
+
+func nodeState(n *NodeState) string {
+	switch {
+	case n.Waiting != "":
+		return " · " + esc(n.Waiting)
+	case n.Ready && len(n.Hops) == 0:
+		return " · ready"
+	}
+	return ""
+}
+
+func (l *Live) hopLines(m *Model, h TimedHop) []string {
+	s := l.styles
+	o := h.Observation
+	act := string(o.Action.Normalize())
+	actStyle := s.ok
+	switch o.Action.Normalize() {
+	case report.ActionDropped, report.ActionRejected:
+		actStyle = s.bad
+	case report.ActionForwarded, report.ActionReceived:
+		actStyle = s.dim
+	}
+	where := o.ComponentInfo
+	if where == "" {
+		where = h.TableName
+	}
+	row := fmt.Sprintf("│  %-13s %s %s", esc(string(o.Component)), actStyle.Render(fmt.Sprintf("%-10s", act)), esc(where))
+	since := s.dim.Render("  +" + fmtDur(m.Since(h.At)))
+	out := []string{row + since}
+	// Details go on the hop's row when they fit, else on a line of their
+	// own, so a long policy name is never cut.
+	if d := details(o); d != "" {
+		if oneLine := row + "  " + d + since; ansi.StringWidth(oneLine) <= l.Width {
+			out[0] = oneLine
+		} else {
+			out = append(out, "│    "+d)
+		}
+	}
+	if l.Explain || o.Action.Normalize() == report.ActionDropped || o.Action.Normalize() == report.ActionRejected {
+		out = append(out, s.dim.Render(fmt.Sprintf("│    table %s  %s", esc(tableRef(h.Hop)), esc(h.Flow))))
+	}
+	return out
+}
+
+// details are the observation fields worth a glance, as "key value".
+func details(o report.Observation) string {
+	var parts []string
+	add := func(k, v string) {
+		if v != "" {
+			parts = append(parts, k+" "+esc(v))
+		}
+	}
+	add("pod", o.Pod)
+	add("→", o.TranslatedDstIP)
+	add("src→", o.TranslatedSrcIP)
+	add("tunnel", o.TunnelDstIP)
+	add("policy", o.NetworkPolicy)
+	add("rule", o.NetworkPolicyRule)
+	add("egress", o.Egress)
+	add("egressIP", o.EgressIP)
+	return strings.Join(parts, "  ")
+}
+
+// waitingFor says what the trace waits for now, in the user's words.
+func waitingFor(m *Model) string {
+	for _, n := range m.Nodes {
+		if !n.Ready {
+			reason := n.Waiting
+			if reason == "" {
+				reason = "starting"
+			}
+			return "starting helper on " + esc(n.Name) + ": " + esc(reason)
+		}
+	}
+	if m.InjectedAt.IsZero() {
+		if len(m.Nodes) == 0 {
+			return "starting helpers"
+		}
+		return "injecting the probe"
+	}
+	return "waiting for the packet"
+}
+
+func (l *Live) banner(m *Model) string {
+	s := l.styles
+	f := m.Finished
+	var style lipgloss.Style
+	mark := "✔"
+	switch f.Verdict {
+	case Delivered, ForwardedOutOfNetwork:
+		style = s.ok
+	case Incomplete:
+		style, mark = s.warn, "…"
+	default:
+		style, mark = s.bad, "✘"
+	}
+	text := style.Render(mark + " " + strings.ToUpper(string(f.Verdict)))
+	if !m.InjectedAt.IsZero() {
+		text += s.dim.Render(" in " + fmtDur(sub(f.Time, m.InjectedAt)) + " after injection")
+	}
+	if f.Reason != "" {
+		text += "\n" + esc(f.Reason)
+	}
+	return s.box.BorderForeground(style.GetForeground()).Width(min(l.Width-2, 100)).Render(text)
+}
+
+// esc makes a string from the cluster safe for a terminal: control
+// characters, escape sequences included, are shown quoted, not interpreted.
+func esc(s string) string {
+	for _, r := range s {
+		if r < ' ' || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+			q := fmt.Sprintf("%q", s)
+			return q[1 : len(q)-1]
+		}
+	}
+	return s
+}
