@@ -1,0 +1,196 @@
+package report
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+)
+
+// The helper's stdout is a stream of JSON lines, one object a line, each an
+// envelope with the schema version and a type:
+//
+//	{"v":1,"type":"ready","time":"...","ready":{...}}          flows installed; inject now
+//	{"v":1,"type":"observation","time":"...","observation":{...},"hop":{...}}
+//	{"v":1,"type":"result","time":"...","result":{...},"explanation":{...},"exitCode":0}
+//	{"v":1,"type":"error","time":"...","error":{"code":"setup","message":"..."}}
+//
+// A helper prints exactly one ready line (or an error line and exits 4
+// before it), any number of observation lines, and ends with one result
+// line, or an error line. Readers must ignore fields they do not know;
+// a change that breaks readers increments SchemaVersion.
+
+// SchemaVersion is the version of the line format this package writes.
+const SchemaVersion = 1
+
+// LineType names the kind of a line.
+type LineType string
+
+// Line types.
+const (
+	TypeReady       LineType = "ready"
+	TypeObservation LineType = "observation"
+	TypeResult      LineType = "result"
+	TypeError       LineType = "error"
+)
+
+// Line is one JSON line of the helper's output.
+type Line struct {
+	Version     int          `json:"v"`
+	Type        LineType     `json:"type"`
+	Time        time.Time    `json:"time"`
+	Ready       *Ready       `json:"ready,omitempty"`
+	Observation *Observation `json:"observation,omitempty"`
+	// Hop explains an observation with OVS's own view: table and flow.
+	Hop         *Hop         `json:"hop,omitempty"`
+	Result      *NodeResult  `json:"result,omitempty"`
+	Explanation *Explanation `json:"explanation,omitempty"`
+	// ExitCode is the helper's exit code, on the result line.
+	ExitCode *int   `json:"exitCode,omitempty"`
+	Error    *Error `json:"error,omitempty"`
+}
+
+// Ready says the helper has installed its flows.
+type Ready struct {
+	Node string `json:"node,omitempty"`
+	// HelperVersion is the helper binary's version.
+	HelperVersion string `json:"helperVersion"`
+	Mode          Role   `json:"mode"`
+	Bridge        string `json:"bridge"`
+	Tag           uint8  `json:"tag"`
+	// Cookie is the trace's flow cookie ("0x..."), for cleaning up by hand:
+	// ovs-ofctl del-flows BRIDGE cookie=COOKIE/-1.
+	Cookie       string `json:"cookie"`
+	ControllerID uint16 `json:"controllerID"`
+	Flows        int    `json:"flows"`
+	// SourcePort and PortMatch say which port the probe enters and how the
+	// helper found it (sender only).
+	SourcePort string `json:"sourcePort,omitempty"`
+	PortMatch  string `json:"portMatch,omitempty"`
+}
+
+// Hop is OVS's account of one table visit.
+type Hop struct {
+	Index     int    `json:"index"`
+	Table     uint8  `json:"table"`
+	TableName string `json:"tableName,omitempty"`
+	// Flow is the flow as OVS prints it: match and priority.
+	Flow     string   `json:"flow,omitempty"`
+	Priority uint16   `json:"priority"`
+	Cookie   string   `json:"cookie,omitempty"`
+	Actions  []string `json:"actions,omitempty"`
+	NoMatch  bool     `json:"noMatch,omitempty"`
+	// Observed is true when the real probe reported from this hop; false
+	// where only OVS's trace accounts for it.
+	Observed bool `json:"observed"`
+}
+
+// Explanation is the whole path on a node as OVS traced it.
+type Explanation struct {
+	Hops []Hop `json:"hops"`
+	// DatapathActions is OVS's final verdict ("drop", "3", "tnl_push(...)").
+	DatapathActions string `json:"datapathActions,omitempty"`
+	// Summary is one sentence for humans.
+	Summary string `json:"summary,omitempty"`
+	// Trace is the text of ofproto/trace, for the curious.
+	Trace string `json:"trace,omitempty"`
+}
+
+// ErrorCode classifies an error line.
+type ErrorCode string
+
+// Error codes.
+const (
+	ErrorSetup   ErrorCode = "setup"
+	ErrorTimeout ErrorCode = "timeout"
+	ErrorUsage   ErrorCode = "usage"
+)
+
+// Error is a failure that ends the helper.
+type Error struct {
+	Code    ErrorCode `json:"code"`
+	Message string    `json:"message"`
+}
+
+// Writer writes lines; it is safe for one goroutine.
+type Writer struct {
+	enc *json.Encoder
+	now func() time.Time
+}
+
+// NewWriter writes JSON lines to w with timestamps from now.
+func NewWriter(w io.Writer, now func() time.Time) *Writer {
+	if now == nil {
+		now = time.Now
+	}
+	return &Writer{enc: json.NewEncoder(w), now: now}
+}
+
+// Write stamps l with the version and time and writes it.
+func (w *Writer) Write(l Line) error {
+	l.Version = SchemaVersion
+	if l.Time.IsZero() {
+		l.Time = w.now().UTC()
+	}
+	return w.enc.Encode(l)
+}
+
+// ParseLine decodes and checks one line.
+func ParseLine(b []byte) (Line, error) {
+	var l Line
+	if err := json.Unmarshal(b, &l); err != nil {
+		return l, fmt.Errorf("helper report line is not JSON: %w", err)
+	}
+	if l.Version < 1 {
+		return l, errors.New("helper report line has no schema version")
+	}
+	if l.Version > SchemaVersion {
+		return l, fmt.Errorf("helper report schema v%d is newer than this reader (v%d): use a plugin as new as the helper image", l.Version, SchemaVersion)
+	}
+	var ok bool
+	switch l.Type {
+	case TypeReady:
+		ok = l.Ready != nil
+	case TypeObservation:
+		ok = l.Observation != nil
+	case TypeResult:
+		ok = l.Result != nil
+	case TypeError:
+		ok = l.Error != nil
+	default:
+		return l, fmt.Errorf("helper report line has unknown type %q", l.Type)
+	}
+	if !ok {
+		return l, fmt.Errorf("helper report %s line lacks its %s field", l.Type, l.Type)
+	}
+	return l, nil
+}
+
+// Reader reads lines from a helper's output.
+type Reader struct {
+	sc *bufio.Scanner
+}
+
+// NewReader reads JSON lines from r.
+func NewReader(r io.Reader) *Reader {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64*1024), 8*1024*1024)
+	return &Reader{sc: sc}
+}
+
+// Next returns the next line, skipping blank lines; io.EOF at the end.
+func (r *Reader) Next() (Line, error) {
+	for r.sc.Scan() {
+		b := r.sc.Bytes()
+		if len(b) == 0 {
+			continue
+		}
+		return ParseLine(b)
+	}
+	if err := r.sc.Err(); err != nil {
+		return Line{}, err
+	}
+	return Line{}, io.EOF
+}
