@@ -1,0 +1,190 @@
+package openflow
+
+import (
+	"encoding/binary"
+	"fmt"
+	"net/netip"
+)
+
+// OXM classes.
+const (
+	classNXM0         = 0x0000
+	classNXM1         = 0x0001
+	classOpenFlow     = 0x8000
+	classPacketRegs   = 0x8001
+	classExperimenter = 0xffff
+)
+
+// OpenFlow basic fields used here.
+const (
+	ofbInPort   = 0
+	ofbEthType  = 5
+	ofbIPDSCP   = 8
+	ofbTunnelID = 38
+)
+
+// Nicira fields decoded from packet-in metadata.
+const (
+	nxmTunID      = 16
+	nxmTunIPv4Src = 31
+	nxmTunIPv4Dst = 32
+	nxmCtState    = 105
+	nxmCtZone     = 106
+	nxmCtMark     = 107
+	nxmTunIPv6Src = 109
+	nxmTunIPv6Dst = 110
+	nxmCtNwSrc    = 120
+	nxmCtNwDst    = 121
+)
+
+// OXMField is one decoded OXM TLV.
+type OXMField struct {
+	Class   uint16
+	Field   uint8
+	HasMask bool
+	// Experimenter is set for class 0xffff.
+	Experimenter uint32
+	Value        []byte
+	Mask         []byte
+}
+
+func oxm(class uint16, field uint8, value []byte) []byte {
+	b := make([]byte, 4, 4+len(value))
+	binary.BigEndian.PutUint16(b, class)
+	b[2] = field << 1
+	b[3] = byte(len(value))
+	return append(b, value...)
+}
+
+// InPortField is OXM_OF_IN_PORT.
+func InPortField(port uint32) []byte {
+	return oxm(classOpenFlow, ofbInPort, binary.BigEndian.AppendUint32(nil, port))
+}
+
+// EthTypeField is OXM_OF_ETH_TYPE.
+func EthTypeField(ethType uint16) []byte {
+	return oxm(classOpenFlow, ofbEthType, binary.BigEndian.AppendUint16(nil, ethType))
+}
+
+// DSCPField is OXM_OF_IP_DSCP (the six DSCP bits, not the TOS byte).
+func DSCPField(dscp uint8) []byte {
+	return oxm(classOpenFlow, ofbIPDSCP, []byte{dscp & 0x3f})
+}
+
+// ParseOXM splits a list of OXM TLVs.
+func ParseOXM(b []byte) ([]OXMField, error) {
+	var out []OXMField
+	for len(b) > 0 {
+		if len(b) < 4 {
+			return out, fmt.Errorf("oxm header: %w", errShort)
+		}
+		f := OXMField{
+			Class:   binary.BigEndian.Uint16(b),
+			Field:   b[2] >> 1,
+			HasMask: b[2]&1 == 1,
+		}
+		n := int(b[3])
+		if 4+n > len(b) {
+			return out, fmt.Errorf("oxm field %#x:%d: length %d beyond %d bytes", f.Class, f.Field, n, len(b)-4)
+		}
+		v := b[4 : 4+n]
+		b = b[4+n:]
+		if f.Class == classExperimenter {
+			if len(v) < 4 {
+				return out, fmt.Errorf("oxm experimenter: %w", errShort)
+			}
+			f.Experimenter = binary.BigEndian.Uint32(v)
+			v = v[4:]
+		}
+		if f.HasMask {
+			if len(v)%2 != 0 {
+				return out, fmt.Errorf("oxm field %#x:%d: odd masked length", f.Class, f.Field)
+			}
+			f.Value, f.Mask = v[:len(v)/2], v[len(v)/2:]
+		} else {
+			f.Value = v
+		}
+		out = append(out, f)
+	}
+	return out, nil
+}
+
+// HasField reports whether the OXM list carries an OpenFlow basic field.
+func HasField(match []byte, field uint8) bool {
+	fs, _ := ParseOXM(match)
+	for _, f := range fs {
+		if f.Class == classOpenFlow && f.Field == field {
+			return true
+		}
+	}
+	return false
+}
+
+// EthTypeOf returns the eth_type a match requires, or 0.
+func EthTypeOf(match []byte) uint16 {
+	fs, _ := ParseOXM(match)
+	for _, f := range fs {
+		if f.Class == classOpenFlow && f.Field == ofbEthType && len(f.Value) == 2 {
+			return binary.BigEndian.Uint16(f.Value)
+		}
+	}
+	return 0
+}
+
+// HasDSCP reports whether a match already constrains ip_dscp.
+func HasDSCP(match []byte) bool { return HasField(match, ofbIPDSCP) }
+
+// Metadata is the pipeline state that an NXT_PACKET_IN2 carries.
+type Metadata struct {
+	InPort   uint32
+	Regs     [16]uint32
+	RegsSet  uint16
+	TunID    uint64
+	TunSrc   netip.Addr
+	TunDst   netip.Addr
+	CtState  uint32
+	CtZone   uint16
+	CtMark   uint32
+	CtNwSrc  netip.Addr
+	CtNwDst  netip.Addr
+	HasTunID bool
+}
+
+// DecodeMetadata reads the fields of a packet-in's metadata that the helper
+// uses; unknown fields are skipped.
+func DecodeMetadata(b []byte) (Metadata, error) {
+	var m Metadata
+	fs, err := ParseOXM(b)
+	for _, f := range fs {
+		v := f.Value
+		switch {
+		case f.Class == classOpenFlow && f.Field == ofbInPort && len(v) == 4:
+			m.InPort = binary.BigEndian.Uint32(v)
+		case f.Class == classOpenFlow && f.Field == ofbTunnelID && len(v) == 8,
+			f.Class == classNXM1 && f.Field == nxmTunID && len(v) == 8:
+			m.TunID, m.HasTunID = binary.BigEndian.Uint64(v), true
+		case f.Class == classNXM1 && f.Field < 16 && len(v) == 4:
+			m.Regs[f.Field] = binary.BigEndian.Uint32(v)
+			m.RegsSet |= 1 << f.Field
+		case f.Class == classPacketRegs && f.Field < 8 && len(v) == 8:
+			m.Regs[2*f.Field] = binary.BigEndian.Uint32(v)
+			m.Regs[2*f.Field+1] = binary.BigEndian.Uint32(v[4:])
+			m.RegsSet |= 3 << (2 * f.Field)
+		case f.Class == classNXM1 && (f.Field == nxmTunIPv4Src || f.Field == nxmTunIPv6Src):
+			m.TunSrc, _ = netip.AddrFromSlice(v)
+		case f.Class == classNXM1 && (f.Field == nxmTunIPv4Dst || f.Field == nxmTunIPv6Dst):
+			m.TunDst, _ = netip.AddrFromSlice(v)
+		case f.Class == classNXM1 && f.Field == nxmCtState && len(v) == 4:
+			m.CtState = binary.BigEndian.Uint32(v)
+		case f.Class == classNXM1 && f.Field == nxmCtZone && len(v) == 2:
+			m.CtZone = binary.BigEndian.Uint16(v)
+		case f.Class == classNXM1 && f.Field == nxmCtMark && len(v) == 4:
+			m.CtMark = binary.BigEndian.Uint32(v)
+		case f.Class == classNXM1 && f.Field == nxmCtNwSrc:
+			m.CtNwSrc, _ = netip.AddrFromSlice(v)
+		case f.Class == classNXM1 && f.Field == nxmCtNwDst:
+			m.CtNwDst, _ = netip.AddrFromSlice(v)
+		}
+	}
+	return m, err
+}

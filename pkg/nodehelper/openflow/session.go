@@ -1,0 +1,298 @@
+package openflow
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	of15 "antrea.io/libOpenflow/openflow15"
+)
+
+// Session is one OpenFlow 1.5 connection to a bridge's management socket,
+// set up to receive NXT_PACKET_IN2 for its own controller id only.
+type Session struct {
+	conn      net.Conn
+	xid       atomic.Uint32
+	writeMu   sync.Mutex
+	packetIns chan PacketIn
+
+	mu        sync.Mutex
+	waiters   map[uint32]chan reply
+	multipart map[uint32][][]byte
+	// errs holds OFPT_ERRORs that arrived since the last barrier.
+	errs     []error
+	closed   chan struct{}
+	readErr  error
+	closeOne sync.Once
+	// Logf reports what the read loop cannot return to a caller.
+	logf func(format string, args ...any)
+}
+
+type reply struct {
+	bodies [][]byte
+	err    error
+}
+
+// Dial connects to a bridge's management socket (RUNDIR/BRIDGE.mgmt),
+// negotiates OpenFlow 1.5, sets miss_send_len, the NXT_PACKET_IN2 format and
+// the controller id, and waits for a barrier so that the session is ready.
+func Dial(ctx context.Context, socket string, controllerID uint16, logf func(string, ...any)) (*Session, error) {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "unix", socket)
+	if err != nil {
+		return nil, fmt.Errorf("connect to OpenFlow socket %s: %w", socket, err)
+	}
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
+	s := &Session{
+		conn:      conn,
+		packetIns: make(chan PacketIn, 4096),
+		waiters:   map[uint32]chan reply{},
+		multipart: map[uint32][][]byte{},
+		closed:    make(chan struct{}),
+		logf:      logf,
+	}
+	if err := s.handshake(ctx, controllerID); err != nil {
+		_ = conn.Close()
+		return nil, err
+	}
+	go s.readLoop()
+	for _, build := range []func(uint32) ([]byte, error){
+		SetConfig,
+		SetPacketInFormat,
+		func(x uint32) ([]byte, error) { return SetControllerID(x, controllerID) },
+	} {
+		msg, err := build(s.nextXid())
+		if err == nil {
+			err = s.Send(msg)
+		}
+		if err != nil {
+			s.Close()
+			return nil, fmt.Errorf("configure OpenFlow session: %w", err)
+		}
+	}
+	if err := s.Barrier(ctx); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("configure OpenFlow session: %w", err)
+	}
+	return s, nil
+}
+
+func (s *Session) handshake(ctx context.Context, _ uint16) error {
+	if dl, ok := ctx.Deadline(); ok {
+		_ = s.conn.SetDeadline(dl)
+	} else {
+		_ = s.conn.SetDeadline(time.Now().Add(5 * time.Second))
+	}
+	defer func() { _ = s.conn.SetDeadline(time.Time{}) }()
+	hello, err := Hello(s.nextXid())
+	if err != nil {
+		return err
+	}
+	if _, err := s.conn.Write(hello); err != nil {
+		return fmt.Errorf("send OpenFlow hello: %w", err)
+	}
+	msg, err := readMessage(s.conn)
+	if err != nil {
+		return fmt.Errorf("read OpenFlow hello: %w", err)
+	}
+	if msg[1] == typeError {
+		e, _ := DecodeError(msg)
+		return fmt.Errorf("switch refused the OpenFlow hello (enable OpenFlow15 in the bridge's protocols): %w", e)
+	}
+	if msg[1] != typeHello {
+		return fmt.Errorf("expected OpenFlow hello, got message type %d", msg[1])
+	}
+	if msg[0] < Version {
+		return fmt.Errorf("switch speaks OpenFlow version %#x, need 1.5: add OpenFlow15 to the bridge's protocols", msg[0])
+	}
+	return nil
+}
+
+func readMessage(r io.Reader) ([]byte, error) {
+	hdr := make([]byte, 8)
+	if _, err := io.ReadFull(r, hdr); err != nil {
+		return nil, err
+	}
+	n := int(binary.BigEndian.Uint16(hdr[2:]))
+	if n < 8 {
+		return nil, fmt.Errorf("openflow message length %d < 8", n)
+	}
+	msg := make([]byte, n)
+	copy(msg, hdr)
+	if _, err := io.ReadFull(r, msg[8:]); err != nil {
+		return nil, err
+	}
+	return msg, nil
+}
+
+func (s *Session) nextXid() uint32 { return s.xid.Add(1) }
+
+// NextXid returns a fresh transaction id for a message built by the caller.
+func (s *Session) NextXid() uint32 { return s.nextXid() }
+
+// PacketIns delivers the decoded NXT_PACKET_IN2 messages for this session's
+// controller id. It is closed when the connection ends.
+func (s *Session) PacketIns() <-chan PacketIn { return s.packetIns }
+
+// Done is closed when the connection has ended.
+func (s *Session) Done() <-chan struct{} { return s.closed }
+
+// Send writes one message.
+func (s *Session) Send(msg []byte) error {
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	select {
+	case <-s.closed:
+		return fmt.Errorf("openflow session closed: %w", s.readErr)
+	default:
+	}
+	_, err := s.conn.Write(msg)
+	return err
+}
+
+// Barrier sends a barrier and waits for its reply; it returns the
+// OFPT_ERRORs that the switch sent for earlier messages.
+func (s *Session) Barrier(ctx context.Context) error {
+	msg, err := Barrier(s.nextXid())
+	if err != nil {
+		return err
+	}
+	r, err := s.request(ctx, msg)
+	if err != nil {
+		return err
+	}
+	return r.err
+}
+
+// Multipart sends a multipart request and returns the bodies of all reply
+// parts (after the 16-byte multipart header).
+func (s *Session) Multipart(ctx context.Context, msg []byte) ([][]byte, error) {
+	r, err := s.request(ctx, msg)
+	if err != nil {
+		return nil, err
+	}
+	return r.bodies, r.err
+}
+
+func (s *Session) request(ctx context.Context, msg []byte) (reply, error) {
+	xid := binary.BigEndian.Uint32(msg[4:])
+	ch := make(chan reply, 1)
+	s.mu.Lock()
+	s.waiters[xid] = ch
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.waiters, xid)
+		s.mu.Unlock()
+	}()
+	if err := s.Send(msg); err != nil {
+		return reply{}, err
+	}
+	select {
+	case r := <-ch:
+		return r, nil
+	case <-s.closed:
+		return reply{}, fmt.Errorf("openflow session closed: %w", s.readErr)
+	case <-ctx.Done():
+		return reply{}, ctx.Err()
+	}
+}
+
+// Close ends the session.
+func (s *Session) Close() {
+	_ = s.conn.Close()
+	<-s.closed
+}
+
+func (s *Session) readLoop() {
+	defer close(s.packetIns)
+	for {
+		msg, err := readMessage(s.conn)
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) || errors.Is(err, io.EOF) {
+				err = nil
+			}
+			s.readErr = err
+			close(s.closed)
+			return
+		}
+		s.handle(msg)
+	}
+}
+
+// handle dispatches one message. A panic while decoding (libOpenflow's
+// parser panics on some messages it does not know) is reported and the
+// message dropped: one odd message must not end the trace.
+func (s *Session) handle(msg []byte) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.logf("openflow: dropped message type %d after a panic while decoding it: %v", msg[1], r)
+		}
+	}()
+	xid := binary.BigEndian.Uint32(msg[4:])
+	switch {
+	case msg[1] == typeEchoRequest:
+		if err := s.Send(EchoReply(msg)); err != nil {
+			s.logf("openflow: echo reply: %v", err)
+		}
+	case IsPacketIn2(msg):
+		pin, err := DecodePacketIn2(msg)
+		if err != nil {
+			s.logf("openflow: bad packet-in: %v", err)
+			return
+		}
+		select {
+		case s.packetIns <- pin:
+		default:
+			s.logf("openflow: packet-in queue full, dropped one")
+		}
+	case msg[1] == typeError:
+		e, err := DecodeError(msg)
+		if err != nil {
+			s.logf("openflow: %v", err)
+			return
+		}
+		s.mu.Lock()
+		if ch, ok := s.waiters[xid]; ok {
+			ch <- reply{err: e}
+			delete(s.waiters, xid)
+		} else {
+			s.errs = append(s.errs, fmt.Errorf("request xid %d: %w", xid, e))
+		}
+		s.mu.Unlock()
+	case msg[1] == typeBarrierReply:
+		s.mu.Lock()
+		errs := errors.Join(s.errs...)
+		s.errs = nil
+		if ch, ok := s.waiters[xid]; ok {
+			ch <- reply{err: errs}
+			delete(s.waiters, xid)
+		}
+		s.mu.Unlock()
+	case msg[1] == typeMultipartRep && len(msg) >= 16:
+		more := binary.BigEndian.Uint16(msg[10:])&multipartReplyMore != 0
+		s.mu.Lock()
+		s.multipart[xid] = append(s.multipart[xid], msg[16:])
+		if !more {
+			if ch, ok := s.waiters[xid]; ok {
+				ch <- reply{bodies: s.multipart[xid]}
+				delete(s.waiters, xid)
+			}
+			delete(s.multipart, xid)
+		}
+		s.mu.Unlock()
+	default:
+		// Decode what we do not handle, for the log only.
+		if m, err := of15.Parse(msg); err == nil {
+			s.logf("openflow: ignored %T", m)
+		}
+	}
+}
