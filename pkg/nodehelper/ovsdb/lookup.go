@@ -1,0 +1,159 @@
+package ovsdb
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
+)
+
+// Tunnel interface types.
+var tunnelTypes = map[string]bool{"geneve": true, "vxlan": true, "gre": true, "stt": true, "erspan": true, "ip6gre": true, "ip6erspan": true, "gtpu": true, "bareudp": true}
+
+// IsTunnel reports whether the port is a tunnel.
+func (p Port) IsTunnel() bool { return tunnelTypes[p.Type] }
+
+// ExternalID returns an external_ids value, looking at the Port first.
+func (p Port) ExternalID(key string) string {
+	if v, ok := p.PortExternalIDs[key]; ok {
+		return v
+	}
+	return p.IfaceExternalIDs[key]
+}
+
+// PodName returns "namespace/name" for a pod's port, or "".
+func (p Port) PodName() string {
+	if ns, name := p.ExternalID("pod-namespace"), p.ExternalID("pod-name"); ns != "" && name != "" {
+		return ns + "/" + name
+	}
+	return p.IfaceExternalIDs["iface-id"]
+}
+
+// PodIPs returns the IPs that the CNI recorded for a pod's port
+// (Antrea: external_ids ip, comma-separated for dual stack).
+func (p Port) PodIPs() []netip.Addr {
+	var out []netip.Addr
+	for _, s := range splitComma(p.ExternalID("ip")) {
+		if a, err := netip.ParseAddr(s); err == nil {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// PodMAC returns the pod side MAC that the CNI recorded (Antrea: mac;
+// OVN-Kubernetes: attached-mac), or nil.
+func (p Port) PodMAC() net.HardwareAddr {
+	for _, k := range []string{"mac", "attached-mac"} {
+		if m, err := net.ParseMAC(p.ExternalID(k)); err == nil {
+			return m
+		}
+	}
+	return nil
+}
+
+func splitComma(s string) []string {
+	var out []string
+	start := 0
+	for i := 0; i <= len(s); i++ {
+		if i == len(s) || s[i] == ',' {
+			if i > start {
+				out = append(out, s[start:i])
+			}
+			start = i + 1
+		}
+	}
+	return out
+}
+
+// Match says how a pod's port was found.
+type Match string
+
+// How ports are matched.
+const (
+	MatchAntrea  Match = "antrea external_ids pod-namespace/pod-name"
+	MatchOVNK    Match = "ovn-kubernetes external_ids iface-id"
+	MatchPortNam Match = "OVS port name"
+)
+
+// FindPod finds the port of pod namespace/name: Antrea writes pod-name and
+// pod-namespace in external_ids (on the Port), OVN-Kubernetes writes
+// iface-id "NAMESPACE_NAME" on the Interface.
+func (b *Bridge) FindPod(namespace, name string) (*Port, Match, error) {
+	for i := range b.Ports {
+		p := &b.Ports[i]
+		if p.ExternalID("pod-namespace") == namespace && p.ExternalID("pod-name") == name {
+			return p, MatchAntrea, nil
+		}
+	}
+	for i := range b.Ports {
+		p := &b.Ports[i]
+		if p.IfaceExternalIDs["iface-id"] == namespace+"_"+name {
+			return p, MatchOVNK, nil
+		}
+	}
+	return nil, "", fmt.Errorf("no port on bridge %s belongs to pod %s/%s (looked for external_ids pod-namespace/pod-name and iface-id %s_%s): is the pod on this node?",
+		b.Name, namespace, name, namespace, name)
+}
+
+// FindPort finds a port by its OVS name.
+func (b *Bridge) FindPort(name string) (*Port, error) {
+	for i := range b.Ports {
+		if b.Ports[i].Name == name {
+			return &b.Ports[i], nil
+		}
+	}
+	return nil, fmt.Errorf("no port %q on bridge %s", name, b.Name)
+}
+
+// ByOfport finds a port by OpenFlow port number, or by name (trace output
+// may print either).
+func (b *Bridge) ByOfport(s string) *Port {
+	n, err := strconv.Atoi(s)
+	for i := range b.Ports {
+		if (err == nil && b.Ports[i].Ofport == n) || b.Ports[i].Name == s {
+			return &b.Ports[i]
+		}
+	}
+	return nil
+}
+
+// PortByIP finds a pod port whose recorded IP is ip.
+func (b *Bridge) PortByIP(ip netip.Addr) *Port {
+	for i := range b.Ports {
+		for _, a := range b.Ports[i].PodIPs() {
+			if a == ip {
+				return &b.Ports[i]
+			}
+		}
+	}
+	return nil
+}
+
+// Gateway returns the port that routes pod traffic off the bridge: Antrea's
+// antrea-type=gateway, else the first internal port that is not the
+// bridge's own.
+func (b *Bridge) Gateway() *Port {
+	for i := range b.Ports {
+		if b.Ports[i].ExternalID("antrea-type") == "gateway" {
+			return &b.Ports[i]
+		}
+	}
+	for i := range b.Ports {
+		if b.Ports[i].Type == "internal" && b.Ports[i].Name != b.Name {
+			return &b.Ports[i]
+		}
+	}
+	return nil
+}
+
+// Tunnels returns the tunnel ports that have an OpenFlow port number.
+func (b *Bridge) Tunnels() []Port {
+	var out []Port
+	for _, p := range b.Ports {
+		if p.IsTunnel() && p.Ofport > 0 {
+			out = append(out, p)
+		}
+	}
+	return out
+}

@@ -1,0 +1,155 @@
+// Package ovsdb discovers a node's Open vSwitch layout from its database:
+// bridges, their ports and interfaces with OpenFlow port numbers, MACs,
+// external_ids and tunnel options. The models are hand-written and minimal
+// so that they survive schema changes between OVS versions.
+package ovsdb
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	"github.com/go-logr/logr"
+	"github.com/ovn-kubernetes/libovsdb/client"
+	"github.com/ovn-kubernetes/libovsdb/model"
+)
+
+// BridgeRow is the part of the Bridge table the helper reads.
+type BridgeRow struct {
+	UUID         string   `ovsdb:"_uuid"`
+	Name         string   `ovsdb:"name"`
+	Ports        []string `ovsdb:"ports"`
+	DatapathType string   `ovsdb:"datapath_type"`
+	Protocols    []string `ovsdb:"protocols"`
+}
+
+// PortRow is the part of the Port table the helper reads.
+type PortRow struct {
+	UUID        string            `ovsdb:"_uuid"`
+	Name        string            `ovsdb:"name"`
+	Interfaces  []string          `ovsdb:"interfaces"`
+	ExternalIDs map[string]string `ovsdb:"external_ids"`
+}
+
+// InterfaceRow is the part of the Interface table the helper reads.
+type InterfaceRow struct {
+	UUID        string            `ovsdb:"_uuid"`
+	Name        string            `ovsdb:"name"`
+	Type        string            `ovsdb:"type"`
+	Ofport      *int              `ovsdb:"ofport"`
+	MACInUse    *string           `ovsdb:"mac_in_use"`
+	ExternalIDs map[string]string `ovsdb:"external_ids"`
+	Options     map[string]string `ovsdb:"options"`
+}
+
+// Snapshot reads every bridge, port and interface once.
+func Snapshot(ctx context.Context, endpoint string) (*Node, error) {
+	dbModel, err := model.NewClientDBModel("Open_vSwitch", map[string]model.Model{
+		"Bridge": &BridgeRow{}, "Port": &PortRow{}, "Interface": &InterfaceRow{},
+	})
+	if err != nil {
+		return nil, err
+	}
+	discard := logr.Discard()
+	c, err := client.NewOVSDBClient(dbModel, client.WithEndpoint(endpoint), client.WithLogger(&discard))
+	if err != nil {
+		return nil, err
+	}
+	if err := c.Connect(ctx); err != nil {
+		return nil, fmt.Errorf("connect to OVSDB at %s: %w", endpoint, err)
+	}
+	defer c.Close()
+	if _, err := c.Monitor(ctx, c.NewMonitor(
+		client.WithTable(&BridgeRow{}), client.WithTable(&PortRow{}), client.WithTable(&InterfaceRow{}),
+	)); err != nil {
+		return nil, fmt.Errorf("read OVSDB: %w", err)
+	}
+	var bridges []BridgeRow
+	var ports []PortRow
+	var ifaces []InterfaceRow
+	for _, l := range []any{&bridges, &ports, &ifaces} {
+		if err := c.List(ctx, l); err != nil {
+			return nil, fmt.Errorf("read OVSDB: %w", err)
+		}
+	}
+	return Build(bridges, ports, ifaces), nil
+}
+
+// Node is the OVS layout of a node.
+type Node struct {
+	Bridges []Bridge
+}
+
+// Bridge is one bridge with its ports.
+type Bridge struct {
+	Name         string
+	DatapathType string
+	Protocols    []string
+	Ports        []Port
+}
+
+// Port is a port with its (first) interface.
+type Port struct {
+	Name string
+	// Ofport is the OpenFlow port number; -1 where OVS could not add it.
+	Ofport int
+	// Type is the interface type ("" for system, internal, geneve, vxlan, patch...).
+	Type    string
+	MAC     string
+	Options map[string]string
+	// PortExternalIDs and IfaceExternalIDs are kept apart: Antrea writes pod
+	// identity on the Port, OVN-Kubernetes on the Interface.
+	PortExternalIDs  map[string]string
+	IfaceExternalIDs map[string]string
+}
+
+// Build assembles rows into a Node; it is pure so that tests need no OVSDB.
+func Build(bridges []BridgeRow, ports []PortRow, ifaces []InterfaceRow) *Node {
+	portBy := map[string]PortRow{}
+	for _, p := range ports {
+		portBy[p.UUID] = p
+	}
+	ifBy := map[string]InterfaceRow{}
+	for _, i := range ifaces {
+		ifBy[i.UUID] = i
+	}
+	n := &Node{}
+	for _, br := range bridges {
+		b := Bridge{Name: br.Name, DatapathType: br.DatapathType, Protocols: br.Protocols}
+		for _, pu := range br.Ports {
+			pr, ok := portBy[pu]
+			if !ok {
+				continue
+			}
+			p := Port{Name: pr.Name, Ofport: -1, PortExternalIDs: pr.ExternalIDs}
+			if len(pr.Interfaces) > 0 {
+				if ir, ok := ifBy[pr.Interfaces[0]]; ok {
+					p.Type, p.Options, p.IfaceExternalIDs = ir.Type, ir.Options, ir.ExternalIDs
+					if ir.Ofport != nil {
+						p.Ofport = *ir.Ofport
+					}
+					if ir.MACInUse != nil {
+						p.MAC = *ir.MACInUse
+					}
+				}
+			}
+			b.Ports = append(b.Ports, p)
+		}
+		sort.Slice(b.Ports, func(i, j int) bool { return b.Ports[i].Name < b.Ports[j].Name })
+		n.Bridges = append(n.Bridges, b)
+	}
+	sort.Slice(n.Bridges, func(i, j int) bool { return n.Bridges[i].Name < n.Bridges[j].Name })
+	return n
+}
+
+// Bridge returns the named bridge.
+func (n *Node) Bridge(name string) (*Bridge, error) {
+	var names []string
+	for i := range n.Bridges {
+		if n.Bridges[i].Name == name {
+			return &n.Bridges[i], nil
+		}
+		names = append(names, n.Bridges[i].Name)
+	}
+	return nil, fmt.Errorf("bridge %q not found in OVSDB (bridges: %v): pass --bridge", name, names)
+}

@@ -1,0 +1,160 @@
+// Package probe builds the probe packets that the helper injects: Ethernet
+// frames carrying IPv4 or IPv6 with TCP, UDP, ICMP echo or ICMPv6 echo, the
+// trace's DSCP tag in the IP header and correct checksums.
+package probe
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+
+	"github.com/gopacket/gopacket"
+	"github.com/gopacket/gopacket/layers"
+)
+
+// Protocol is the transport of a probe.
+type Protocol string
+
+// Protocols.
+const (
+	TCP  Protocol = "tcp"
+	UDP  Protocol = "udp"
+	ICMP Protocol = "icmp" // ICMP echo for IPv4, ICMPv6 echo for IPv6
+)
+
+// Spec is everything a probe packet is built from.
+type Spec struct {
+	SrcMAC, DstMAC net.HardwareAddr
+	SrcIP, DstIP   netip.Addr
+	Protocol       Protocol
+	SrcPort        uint16
+	DstPort        uint16
+	// TCPFlags is the TCP flags byte; 0 means SYN.
+	TCPFlags uint8
+	// Tag is the DSCP value (1..63) that marks the probe.
+	Tag uint8
+	// TTL (hop limit); 0 means 64.
+	TTL uint8
+	// ICMPID and ICMPSeq identify an echo request.
+	ICMPID, ICMPSeq uint16
+}
+
+// Build returns the probe frame.
+func Build(s Spec) ([]byte, error) {
+	if !s.SrcIP.IsValid() || !s.DstIP.IsValid() {
+		return nil, errors.New("probe: source and destination IP are required")
+	}
+	if s.SrcIP.Is4() != s.DstIP.Is4() {
+		return nil, fmt.Errorf("probe: source %s and destination %s are of different IP families", s.SrcIP, s.DstIP)
+	}
+	if s.Tag == 0 || s.Tag > 63 {
+		return nil, fmt.Errorf("probe: tag %d out of range 1..63 (a DSCP value)", s.Tag)
+	}
+	ttl := s.TTL
+	if ttl == 0 {
+		ttl = 64
+	}
+	if len(s.SrcMAC) != 6 || len(s.DstMAC) != 6 {
+		return nil, errors.New("probe: source and destination MAC are required")
+	}
+	eth := &layers.Ethernet{SrcMAC: s.SrcMAC, DstMAC: s.DstMAC}
+	var ip gopacket.NetworkLayer
+	var ipLayer gopacket.SerializableLayer
+	v6 := s.DstIP.Is6() && !s.DstIP.Is4In6()
+	if v6 {
+		eth.EthernetType = layers.EthernetTypeIPv6
+		l := &layers.IPv6{Version: 6, TrafficClass: s.Tag << 2, HopLimit: ttl,
+			SrcIP: s.SrcIP.AsSlice(), DstIP: s.DstIP.AsSlice()}
+		ip, ipLayer = l, l
+	} else {
+		eth.EthernetType = layers.EthernetTypeIPv4
+		l := &layers.IPv4{Version: 4, IHL: 5, TOS: s.Tag << 2, TTL: ttl, Flags: layers.IPv4DontFragment,
+			SrcIP: s.SrcIP.Unmap().AsSlice(), DstIP: s.DstIP.Unmap().AsSlice()}
+		ip, ipLayer = l, l
+	}
+	var l4 []gopacket.SerializableLayer
+	switch s.Protocol {
+	case TCP:
+		t := &layers.TCP{SrcPort: layers.TCPPort(s.SrcPort), DstPort: layers.TCPPort(s.DstPort), Seq: 1, Window: 64240}
+		f := s.TCPFlags
+		if f == 0 {
+			f = 0x02
+		}
+		t.FIN, t.SYN, t.RST, t.PSH, t.ACK, t.URG = f&1 != 0, f&2 != 0, f&4 != 0, f&8 != 0, f&16 != 0, f&32 != 0
+		if err := t.SetNetworkLayerForChecksum(ip); err != nil {
+			return nil, err
+		}
+		setProto(ipLayer, layers.IPProtocolTCP)
+		l4 = append(l4, t)
+	case UDP:
+		u := &layers.UDP{SrcPort: layers.UDPPort(s.SrcPort), DstPort: layers.UDPPort(s.DstPort)}
+		if err := u.SetNetworkLayerForChecksum(ip); err != nil {
+			return nil, err
+		}
+		setProto(ipLayer, layers.IPProtocolUDP)
+		l4 = append(l4, u, gopacket.Payload("traceflow"))
+	case ICMP:
+		if v6 {
+			ic := &layers.ICMPv6{TypeCode: layers.CreateICMPv6TypeCode(layers.ICMPv6TypeEchoRequest, 0)}
+			if err := ic.SetNetworkLayerForChecksum(ip); err != nil {
+				return nil, err
+			}
+			setProto(ipLayer, layers.IPProtocolICMPv6)
+			l4 = append(l4, ic, &layers.ICMPv6Echo{Identifier: s.ICMPID, SeqNumber: s.ICMPSeq})
+		} else {
+			setProto(ipLayer, layers.IPProtocolICMPv4)
+			l4 = append(l4, &layers.ICMPv4{TypeCode: layers.CreateICMPv4TypeCode(layers.ICMPv4TypeEchoRequest, 0),
+				Id: s.ICMPID, Seq: s.ICMPSeq})
+		}
+	default:
+		return nil, fmt.Errorf("probe: unknown protocol %q (tcp, udp or icmp)", s.Protocol)
+	}
+	buf := gopacket.NewSerializeBuffer()
+	opts := gopacket.SerializeOptions{FixLengths: true, ComputeChecksums: true}
+	if err := gopacket.SerializeLayers(buf, opts, append([]gopacket.SerializableLayer{eth, ipLayer}, l4...)...); err != nil {
+		return nil, fmt.Errorf("probe: serialize: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+func setProto(l gopacket.SerializableLayer, p layers.IPProtocol) {
+	switch ip := l.(type) {
+	case *layers.IPv4:
+		ip.Protocol = p
+	case *layers.IPv6:
+		ip.NextHeader = p
+	}
+}
+
+// Summary is what the helper reads back from a packet it observed.
+type Summary struct {
+	SrcMAC, DstMAC net.HardwareAddr
+	SrcIP, DstIP   netip.Addr
+	DSCP           uint8
+	TTL            uint8
+}
+
+// Decode reads the Ethernet and IP header of a frame.
+func Decode(frame []byte) (Summary, error) {
+	var s Summary
+	p := gopacket.NewPacket(frame, layers.LayerTypeEthernet, gopacket.DecodeOptions{Lazy: true, NoCopy: true})
+	eth, ok := p.Layer(layers.LayerTypeEthernet).(*layers.Ethernet)
+	if !ok {
+		return s, errors.New("not an Ethernet frame")
+	}
+	s.SrcMAC, s.DstMAC = eth.SrcMAC, eth.DstMAC
+	switch ip := p.NetworkLayer().(type) {
+	case *layers.IPv4:
+		s.SrcIP, _ = netip.AddrFromSlice(ip.SrcIP.To4())
+		s.DstIP, _ = netip.AddrFromSlice(ip.DstIP.To4())
+		s.DSCP, s.TTL = ip.TOS>>2, ip.TTL
+	case *layers.IPv6:
+		s.SrcIP, _ = netip.AddrFromSlice(ip.SrcIP)
+		s.DstIP, _ = netip.AddrFromSlice(ip.DstIP)
+		s.DSCP, s.TTL = ip.TrafficClass>>2, ip.HopLimit
+	default:
+		return s, errors.New("not an IP packet")
+	}
+	return s, nil
+}
