@@ -1,0 +1,154 @@
+package engine
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/ofproto"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/ovsdb"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/report"
+)
+
+// componentRules map table names to Antrea's components; the first rule
+// that matches wins, so NetworkPolicy's "EgressRule" is tested before the
+// Egress feature's "EgressMark".
+var componentRules = []struct {
+	re *regexp.Regexp
+	c  report.Component
+}{
+	{regexp.MustCompile(`(?i)spoofguard`), report.ComponentSpoofGuard},
+	{regexp.MustCompile(`(?i)(ingress|egress)(rule|defaultrule|metric|securityclassifier)|networkpolicy|policy|acl`), report.ComponentNetworkPolicy},
+	{regexp.MustCompile(`(?i)service|endpoint|dnat|sessionaffinity|\blb\b|loadbalanc`), report.ComponentLB},
+	{regexp.MustCompile(`(?i)egress|snat`), report.ComponentEgress},
+	{regexp.MustCompile(`(?i)l3forwarding|l3dec|routing|route`), report.ComponentRouting},
+}
+
+// Component maps a table name to Antrea's component; tables no rule names
+// (Classifier, conntrack, output, unnamed tables) belong to Forwarding.
+func Component(tableName string) report.Component {
+	for _, r := range componentRules {
+		if r.re.MatchString(tableName) {
+			return r.c
+		}
+	}
+	return report.ComponentForwarding
+}
+
+// TableNames maps table ids to names; unnamed tables are absent.
+type TableNames map[uint8]string
+
+// Name returns the table's name, or "table N".
+func (t TableNames) Name(id uint8) string {
+	if n, ok := t[id]; ok && n != "" {
+		return n
+	}
+	return fmt.Sprintf("table %d", id)
+}
+
+// Verdict is what happened to the probe at a hop.
+type Verdict struct {
+	Action report.Action
+	// Port is the port the hop outputs to, if any.
+	Port *ovsdb.Port
+	// TunnelDst is the tunnel's remote IP for an output into a tunnel.
+	TunnelDst string
+}
+
+// Classify says what a hop does with the packet: outputs to a pod port
+// (Delivered), into a tunnel (Forwarded with the tunnel's destination), to
+// any other port (ForwardedOutOfNetwork), drops it (Dropped), or passes it
+// to another table (Forwarded).
+func Classify(h ofproto.Hop, br *ovsdb.Bridge, tunnelDst string) Verdict {
+	if h.Drops() {
+		return Verdict{Action: report.ActionDropped}
+	}
+	for _, a := range h.Actions {
+		// OVS marks what it could not do with ">>" ("Nonexistent output
+		// port", "Too many resubmits"): the packet goes nowhere.
+		if strings.HasPrefix(a, ">>") {
+			return Verdict{Action: report.ActionDropped}
+		}
+		if strings.HasPrefix(a, "controller(") && strings.Contains(a, "reject") {
+			return Verdict{Action: report.ActionRejected}
+		}
+	}
+	outs := h.Outputs()
+	if len(outs) == 0 {
+		return Verdict{Action: report.ActionForwarded}
+	}
+	p := br.ByOfport(outs[len(outs)-1])
+	switch {
+	case p == nil:
+		return Verdict{Action: report.ActionForwardedOutOfNetwork}
+	case p.IsTunnel():
+		dst := tunnelDst
+		if dst == "" {
+			dst = p.Options["remote_ip"]
+		}
+		if dst == "flow" {
+			dst = ""
+		}
+		return Verdict{Action: report.ActionForwarded, Port: p, TunnelDst: dst}
+	case p.PodName() != "":
+		return Verdict{Action: report.ActionDelivered, Port: p}
+	default:
+		return Verdict{Action: report.ActionForwardedOutOfNetwork, Port: p}
+	}
+}
+
+// Final is the verdict of a whole path: the first hop that outputs or drops
+// decides; a path that ends without either was dropped where it ended.
+func Final(t ofproto.Trace, br *ovsdb.Bridge) (int, Verdict) {
+	for i, h := range t.Hops {
+		v := Classify(h, br, t.TunnelDst)
+		if v.Action != report.ActionForwarded || v.Port != nil {
+			return i, v
+		}
+	}
+	if len(t.Hops) == 0 {
+		return -1, Verdict{Action: report.ActionDropped}
+	}
+	return len(t.Hops) - 1, Verdict{Action: report.ActionDropped}
+}
+
+// Observation builds the Antrea-shaped observation of hop i.
+func Observation(h ofproto.Hop, v Verdict, names TableNames) report.Observation {
+	o := report.Observation{
+		Component:     Component(names[h.Table]),
+		ComponentInfo: names.Name(h.Table),
+		Action:        v.Action,
+	}
+	switch v.Action {
+	case report.ActionDelivered:
+		o.Component = report.ComponentForwarding
+		o.Pod = v.Port.PodName()
+	case report.ActionForwarded:
+		if v.Port != nil {
+			o.Component = report.ComponentForwarding
+			o.TunnelDstIP = v.TunnelDst
+		}
+	case report.ActionForwardedOutOfNetwork:
+		o.Component = report.ComponentForwarding
+	}
+	return o
+}
+
+// HopReport is the explanation of hop i for the report.
+func HopReport(i int, h ofproto.Hop, names TableNames, observed bool) report.Hop {
+	flow := h.Match
+	if h.NoMatch {
+		flow = ""
+	}
+	r := report.Hop{
+		Index: i, Table: h.Table, Flow: flow, Priority: h.Priority,
+		Actions: h.Actions, NoMatch: h.NoMatch, Observed: observed,
+	}
+	if n, ok := names[h.Table]; ok {
+		r.TableName = n
+	}
+	if !h.NoMatch {
+		r.Cookie = fmt.Sprintf("%#x", h.Cookie)
+	}
+	return r
+}

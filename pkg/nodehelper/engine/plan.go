@@ -1,0 +1,182 @@
+// Package engine traces a probe through a node's OVS pipeline without
+// knowing the pipeline ("trace-guided observation"): it asks OVS for its
+// trace of the exact probe, installs a tagged copy of every flow on that
+// path (same match plus the DSCP tag, one priority higher, the trace's
+// cookie and hard timeout, a controller action in front of the original
+// actions), injects the probe and turns the packet-ins of the real packet
+// into observations, each explained by the trace's hop.
+package engine
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/ofproto"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/openflow"
+)
+
+// Cookie layout: bits 63-48 a fixed marker, 47-40 the tag, 39-8 random,
+// 7-0 the kind of flow. All of a trace's flows share the bits above the
+// kind, so one delete with cookieMask clears them.
+const (
+	cookieMarker = uint64(0x7466) << 48 // "tf"
+	cookieMask   = ^uint64(0xff)
+	kindCopy     = 0
+	kindCatch    = 1
+	kindMiss     = 2
+)
+
+// TraceCookie builds a trace's cookie base from its tag and a random value.
+func TraceCookie(tag uint8, random uint32) uint64 {
+	return cookieMarker | uint64(tag)<<40 | uint64(random)<<8
+}
+
+// userdata identifies a packet-in: magic, tag, kind, hop, candidate.
+const udMagic = 0x5446 // "TF"
+
+func userdata(tag uint8, kind uint8, hop, cand uint16) []byte {
+	b := make([]byte, 8)
+	binary.BigEndian.PutUint16(b, udMagic)
+	b[2], b[3] = tag, kind
+	binary.BigEndian.PutUint16(b[4:], hop)
+	binary.BigEndian.PutUint16(b[6:], cand)
+	return b
+}
+
+// ParseUserdata reads userdata written by this package.
+func ParseUserdata(b []byte) (tag, kind uint8, hop, cand uint16, ok bool) {
+	if len(b) != 8 || binary.BigEndian.Uint16(b) != udMagic {
+		return 0, 0, 0, 0, false
+	}
+	return b[2], b[3], binary.BigEndian.Uint16(b[4:]), binary.BigEndian.Uint16(b[6:]), true
+}
+
+// Plan is the set of flows a trace installs.
+type Plan struct {
+	// FlowMods are ready-to-send FLOW_MOD messages (xid 0; the session
+	// does not need distinct xids for adds checked by one barrier).
+	FlowMods [][]byte
+	// Watched[i] is true where hop i reports when the real packet passes.
+	Watched []bool
+	// Skipped explains hops that cannot be watched.
+	Skipped map[int]string
+}
+
+// PlanInput is what BuildPlan needs.
+type PlanInput struct {
+	Trace   ofproto.Trace
+	Flows   map[uint8][]openflow.FlowDesc // the flows of each table on the path
+	Tag     uint8
+	EthType uint16 // of the probe
+	Cookie  uint64
+	// ControllerID is the trace's own controller id.
+	ControllerID uint16
+	HardTimeout  uint16
+}
+
+// BuildPlan derives the observation flows from OVS's trace of the probe.
+// A hop's flow is found among the table's flows by priority and cookie;
+// where several flows share both (common: one cookie per feature), every
+// one of them gets a copy, since each copy still requires the original
+// match, only the flow the packet really matches fires.
+func BuildPlan(in PlanInput) (Plan, error) {
+	p := Plan{Watched: make([]bool, len(in.Trace.Hops)), Skipped: map[int]string{}}
+	type key struct {
+		table uint8
+		prio  uint16
+		ck    uint64
+	}
+	seen := map[key]int{}
+	missSeen := map[uint8]bool{}
+	for i, h := range in.Trace.Hops {
+		if h.NoMatch {
+			// A table miss drops; a lowest-priority tagged flow that only
+			// reports shows that the real packet really got here.
+			if !missSeen[h.Table] {
+				ca, err := openflow.ControllerAction(in.ControllerID, userdata(in.Tag, kindMiss, uint16(i), 0), false) //nolint:gosec // hops < 64K
+				if err != nil {
+					return p, err
+				}
+				match := append(openflow.EthTypeField(in.EthType), openflow.DSCPField(in.Tag)...)
+				p.FlowMods = append(p.FlowMods, openflow.NewFlow(0, h.Table, 0, in.Cookie|kindMiss, in.HardTimeout, match, ca))
+				missSeen[h.Table] = true
+			}
+			p.Watched[i] = true
+			continue
+		}
+		k := key{h.Table, h.Priority, h.Cookie}
+		if _, dup := seen[k]; dup {
+			p.Watched[i] = true
+			continue
+		}
+		var cands []openflow.FlowDesc
+		for _, fd := range in.Flows[h.Table] {
+			if fd.Priority == h.Priority && fd.Cookie == h.Cookie {
+				cands = append(cands, fd)
+			}
+		}
+		if len(cands) == 0 {
+			p.Skipped[i] = "the flow was gone when the helper read the table"
+			continue
+		}
+		seen[k] = i
+		for ci, fd := range cands {
+			extra, why := tagMatch(fd.Match, in.EthType, in.Tag)
+			if why != "" {
+				p.Skipped[i] = why
+				continue
+			}
+			ca, err := openflow.ControllerAction(in.ControllerID, userdata(in.Tag, kindCopy, uint16(i), uint16(ci)), false) //nolint:gosec // small
+			if err != nil {
+				return p, err
+			}
+			prio := fd.Priority
+			if prio < 0xffff {
+				prio++
+			}
+			p.FlowMods = append(p.FlowMods, openflow.CopyFlow(0, fd, openflow.CopySpec{
+				Cookie: in.Cookie | kindCopy, HardTimeout: in.HardTimeout, Priority: prio,
+				ExtraMatch: extra, Prepend: ca,
+			}))
+			p.Watched[i] = true
+		}
+	}
+	return p, nil
+}
+
+// tagMatch returns the OXM fields that restrict a copy of a flow with match
+// to the tagged probe, or why the flow cannot be copied.
+func tagMatch(match []byte, ethType uint16, tag uint8) ([]byte, string) {
+	if _, err := openflow.ParseOXM(match); err != nil {
+		return nil, fmt.Sprintf("cannot read the flow's match: %v", err)
+	}
+	if openflow.HasDSCP(match) {
+		// A copy would catch every packet with that DSCP, not only the probe.
+		return nil, "the flow already matches on ip_dscp"
+	}
+	switch et := openflow.EthTypeOf(match); et {
+	case 0:
+		return append(openflow.EthTypeField(ethType), openflow.DSCPField(tag)...), ""
+	case 0x0800, 0x86dd:
+		return openflow.DSCPField(tag), ""
+	default:
+		return nil, fmt.Sprintf("the flow matches eth_type %#04x, not IP", et)
+	}
+}
+
+// NoteObserved returns the index of the first unobserved hop that a
+// packet-in from hop (as written in userdata) stands for: a flow visited
+// twice has one copy, whose userdata names its first hop.
+func NoteObserved(t ofproto.Trace, observed []bool, hop int) int {
+	if hop < 0 || hop >= len(t.Hops) {
+		return -1
+	}
+	h := t.Hops[hop]
+	for i := hop; i < len(t.Hops); i++ {
+		o := t.Hops[i]
+		if !observed[i] && o.Table == h.Table && o.Priority == h.Priority && o.Cookie == h.Cookie && o.NoMatch == h.NoMatch {
+			return i
+		}
+	}
+	return -1
+}

@@ -1,0 +1,149 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/openflow"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/probe"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/report"
+)
+
+// Receive waits for the tagged probe to arrive from a tunnel and reports
+// what this node does with it.
+//
+// The helper cannot know the probe in advance, so a catch flow in table 0
+// (highest priority, tunnel in_port, the tag) pauses the real packet and
+// sends it up with its tunnel metadata. The helper removes the catch
+// flows, asks OVS for its trace of exactly that packet, installs the tagged
+// copies of the path's flows, and resumes the packet, whose remaining
+// action, resubmit(,0), sends it through table 0 again: this time through
+// the copies, so that it reports hop by hop and goes where it would have.
+func Receive(ctx context.Context, c Common) (Outcome, error) {
+	s, err := open(ctx, c)
+	if err != nil {
+		return Outcome{ExitCode: ExitSetup}, err
+	}
+	defer s.cleanup()
+	tunnels := s.br.Tunnels()
+	if len(tunnels) == 0 {
+		return Outcome{ExitCode: ExitSetup}, setupErr("bridge %s has no tunnel port: nothing can arrive from other nodes", s.c.Bridge)
+	}
+	ca, err := openflow.ControllerAction(s.ctlID, userdata(s.c.Tag, kindCatch, 0, 0), true)
+	if err != nil {
+		return Outcome{ExitCode: ExitSetup}, setupErr("%w", err)
+	}
+	actions := append(ca, openflow.ResubmitAction(0)...)
+	var catch Plan
+	for _, tp := range tunnels {
+		for _, et := range []uint16{0x0800, 0x86dd} {
+			m := append(openflow.InPortField(uint32(tp.Ofport)), openflow.EthTypeField(et)...) //nolint:gosec // ofport > 0
+			m = append(m, openflow.DSCPField(s.c.Tag)...)
+			catch.FlowMods = append(catch.FlowMods, openflow.NewFlow(0, 0, 0xffff, s.cookie|kindCatch, s.c.hardTimeout(), m, actions))
+		}
+	}
+	if err := s.install(ctx, catch); err != nil {
+		return Outcome{ExitCode: ExitSetup}, setupErr("%w", err)
+	}
+	if err := s.ready(report.RoleReceiver, len(catch.FlowMods), "", ""); err != nil {
+		return Outcome{ExitCode: ExitSetup}, err
+	}
+	pin, ok, err := s.waitCatch(ctx)
+	if err != nil || !ok {
+		return s.notSeen(err)
+	}
+	// From here on the packet waits in OVS: be quick, and resume it on
+	// every path so that it is not silently lost.
+	md := pin.Metadata
+	flow := fmt.Sprintf("in_port=%d", md.InPort)
+	if md.HasTunID {
+		flow += fmt.Sprintf(",tun_id=%#x", md.TunID)
+	}
+	if md.TunSrc.IsValid() {
+		flow += ",tun_src=" + md.TunSrc.String()
+	}
+	if md.TunDst.IsValid() {
+		flow += ",tun_dst=" + md.TunDst.String()
+	}
+	received := report.Observation{Component: report.ComponentForwarding, ComponentInfo: s.names.Name(0), Action: report.ActionReceived}
+	if sum, err := probe.Decode(pin.Packet); err == nil {
+		received.TTL = int32(sum.TTL)
+	}
+	if err := s.c.Out.Write(report.Line{Type: report.TypeObservation, Observation: &received}); err != nil {
+		return Outcome{}, err
+	}
+	del, _ := openflow.DeleteByCookie(s.of.NextXid(), s.cookie|kindCatch, ^uint64(0))
+	if err := s.of.Send(del); err != nil {
+		return Outcome{ExitCode: ExitSetup}, setupErr("remove catch flows: %w", err)
+	}
+	if err := s.of.Barrier(ctx); err != nil {
+		_ = s.of.Send(openflow.Resume(s.of.NextXid(), pin))
+		return Outcome{ExitCode: ExitSetup}, setupErr("remove catch flows: %w", err)
+	}
+	t, err := s.ovs.Trace(ctx, s.c.Bridge, flow, pin.Packet)
+	if err != nil {
+		_ = s.of.Send(openflow.Resume(s.of.NextXid(), pin))
+		return Outcome{ExitCode: ExitSetup}, setupErr("ask OVS for its trace of the received probe: %w", err)
+	}
+	flows, err := s.flowsOf(ctx, t)
+	if err != nil {
+		_ = s.of.Send(openflow.Resume(s.of.NextXid(), pin))
+		return Outcome{ExitCode: ExitSetup}, setupErr("%w", err)
+	}
+	sum, _ := probe.Decode(pin.Packet)
+	ethType := uint16(0x0800)
+	if sum.DstIP.Is6() {
+		ethType = 0x86dd
+	}
+	plan, err := BuildPlan(PlanInput{Trace: t, Flows: flows, Tag: s.c.Tag, EthType: ethType, Cookie: s.cookie,
+		ControllerID: s.ctlID, HardTimeout: s.c.hardTimeout()})
+	if err == nil {
+		err = s.install(ctx, plan)
+	}
+	if rerr := s.of.Send(openflow.Resume(s.of.NextXid(), pin)); rerr != nil && err == nil {
+		err = fmt.Errorf("resume the probe: %w", rerr)
+	}
+	if err != nil {
+		return Outcome{ExitCode: ExitSetup}, setupErr("%w", err)
+	}
+	var dst netip.Addr
+	if sum.DstIP.IsValid() {
+		dst = sum.DstIP
+	}
+	return s.watch(ctx, report.RoleReceiver, t, plan, dst, []report.Observation{received})
+}
+
+func (s *session) waitCatch(ctx context.Context) (openflow.PacketIn, bool, error) {
+	timer := newTimer(s.c.Timeout)
+	defer timer.Stop()
+	for {
+		select {
+		case pin, ok := <-s.of.PacketIns():
+			if !ok {
+				return pin, false, setupErr("OpenFlow connection closed while waiting for the probe")
+			}
+			tag, kind, _, _, ok := ParseUserdata(pin.Userdata)
+			if ok && tag == s.c.Tag && kind == kindCatch {
+				return pin, true, nil
+			}
+		case <-timer.C:
+			return openflow.PacketIn{}, false, nil
+		case <-ctx.Done():
+			return openflow.PacketIn{}, false, nil
+		}
+	}
+}
+
+func (s *session) notSeen(err error) (Outcome, error) {
+	if err != nil {
+		return Outcome{ExitCode: ExitSetup}, err
+	}
+	res := report.NodeResult{Node: s.c.Node, Role: report.RoleReceiver}
+	code := ExitTimeout
+	ex := &report.Explanation{Summary: fmt.Sprintf("no packet with tag %d arrived from a tunnel within %s", s.c.Tag, s.c.Timeout)}
+	if err := s.c.Out.Write(report.Line{Type: report.TypeResult, Result: &res, Explanation: ex, ExitCode: &code}); err != nil {
+		return Outcome{}, err
+	}
+	return Outcome{ExitCode: code, Result: res}, nil
+}

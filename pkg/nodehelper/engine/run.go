@@ -1,0 +1,353 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net/netip"
+	"path/filepath"
+	"time"
+
+	"github.com/kubectl-traceflow/kubectl-traceflow/internal/version"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/ofproto"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/openflow"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/ovsdb"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/probe"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/report"
+)
+
+// Exit codes, as DESIGN.md's CI contract says.
+const (
+	ExitOK       = 0 // delivered, forwarded into a tunnel, or left the network
+	ExitDropped  = 2
+	ExitTimeout  = 3
+	ExitSetup    = 4
+	exitNotFound = ExitTimeout
+)
+
+// SetupError marks a failure before the trace could start (exit code 4).
+type SetupError struct{ Err error }
+
+func (e *SetupError) Error() string { return e.Err.Error() }
+func (e *SetupError) Unwrap() error { return e.Err }
+
+func setupErr(format string, args ...any) error {
+	return &SetupError{Err: fmt.Errorf(format, args...)}
+}
+
+// Common is what both modes need.
+type Common struct {
+	// Rundir is OVS's run directory: db.sock, BRIDGE.mgmt, ovs-vswitchd.PID.ctl.
+	Rundir string
+	Bridge string
+	Node   string
+	Tag    uint8
+	// Timeout bounds the trace; it is also the flows' hard_timeout, so that
+	// a helper killed mid-trace leaves nothing behind for longer.
+	Timeout time.Duration
+	Out     *report.Writer
+	Logf    func(format string, args ...any)
+	// Random supplies the cookie's and controller id's random bits.
+	Random func() uint32
+}
+
+// session is what a trace keeps open.
+type session struct {
+	c      Common
+	br     *ovsdb.Bridge
+	of     *openflow.Session
+	ovs    ofproto.Client
+	names  TableNames
+	cookie uint64
+	ctlID  uint16
+	start  time.Time
+}
+
+func (c Common) hardTimeout() uint16 {
+	s := math.Ceil(c.Timeout.Seconds())
+	if s < 1 {
+		s = 1
+	}
+	if s > 65535 {
+		s = 65535
+	}
+	return uint16(s)
+}
+
+func open(ctx context.Context, c Common) (*session, error) {
+	if c.Tag == 0 || c.Tag > 63 {
+		return nil, setupErr("tag %d out of range 1..63 (a DSCP value)", c.Tag)
+	}
+	if c.Logf == nil {
+		c.Logf = func(string, ...any) {}
+	}
+	s := &session{c: c, start: time.Now()}
+	node, err := ovsdb.Snapshot(ctx, "unix:"+filepath.Join(c.Rundir, "db.sock"))
+	if err != nil {
+		return nil, setupErr("%w", err)
+	}
+	if s.br, err = node.Bridge(c.Bridge); err != nil {
+		return nil, setupErr("%w", err)
+	}
+	sock, err := ofproto.FindSocket(c.Rundir)
+	if err != nil {
+		return nil, setupErr("%w", err)
+	}
+	s.ovs = ofproto.Client{Socket: sock}
+	r := c.Random()
+	s.cookie = TraceCookie(c.Tag, r)
+	// Controller ids 1..0x7fff stay clear of 0, where CNIs' own packet-ins go.
+	s.ctlID = uint16(r%0x7ffe) + 1 //nolint:gosec // bounded
+	s.of, err = openflow.Dial(ctx, filepath.Join(c.Rundir, c.Bridge+".mgmt"), s.ctlID, c.Logf)
+	if err != nil {
+		return nil, setupErr("%w", err)
+	}
+	if s.names, err = readTableNames(ctx, s.of); err != nil {
+		s.of.Close()
+		return nil, setupErr("%w", err)
+	}
+	return s, nil
+}
+
+func readTableNames(ctx context.Context, of *openflow.Session) (TableNames, error) {
+	bodies, err := of.Multipart(ctx, openflow.TableFeaturesRequest(of.NextXid()))
+	if err != nil {
+		return nil, fmt.Errorf("read table names (TABLE_FEATURES): %w", err)
+	}
+	names := TableNames{}
+	for _, b := range bodies {
+		tn, err := openflow.DecodeTableFeatures(b)
+		if err != nil {
+			return nil, fmt.Errorf("read table names: %w", err)
+		}
+		for _, t := range tn {
+			// OVS calls unnamed tables "table0", "table1", ...: no name.
+			if t.Name != "" && t.Name != fmt.Sprintf("table%d", t.ID) {
+				names[t.ID] = t.Name
+			}
+		}
+	}
+	return names, nil
+}
+
+// cleanup deletes every flow of the trace. It runs on every exit path;
+// hard_timeout covers a helper that is killed.
+func (s *session) cleanup() {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	msg, err := openflow.DeleteByCookie(s.of.NextXid(), s.cookie, cookieMask)
+	if err == nil {
+		err = s.of.Send(msg)
+	}
+	if err == nil {
+		err = s.of.Barrier(ctx)
+	}
+	if err != nil {
+		s.c.Logf("cleanup: delete flows with cookie %#x/%#x: %v (they expire after %ds)", s.cookie, cookieMask, err, s.c.hardTimeout())
+	}
+	s.of.Close()
+}
+
+// flowsOf reads the flows of every table on the trace's path.
+func (s *session) flowsOf(ctx context.Context, t ofproto.Trace) (map[uint8][]openflow.FlowDesc, error) {
+	out := map[uint8][]openflow.FlowDesc{}
+	for _, h := range t.Hops {
+		if h.NoMatch {
+			continue
+		}
+		if _, ok := out[h.Table]; ok {
+			continue
+		}
+		bodies, err := s.of.Multipart(ctx, openflow.FlowDescRequest(s.of.NextXid(), h.Table, 0, 0))
+		if err != nil {
+			return nil, fmt.Errorf("read flows of table %d: %w", h.Table, err)
+		}
+		out[h.Table] = []openflow.FlowDesc{}
+		for _, b := range bodies {
+			fds, err := openflow.DecodeFlowDescs(b)
+			if err != nil {
+				return nil, fmt.Errorf("read flows of table %d: %w", h.Table, err)
+			}
+			out[h.Table] = append(out[h.Table], fds...)
+		}
+	}
+	return out, nil
+}
+
+// install sends the plan's flows and waits for a barrier, so that an error
+// names the flow and nothing is reported ready before OVS has the flows.
+func (s *session) install(ctx context.Context, p Plan) error {
+	for _, m := range p.FlowMods {
+		setXid(m, s.of.NextXid())
+		if err := s.of.Send(m); err != nil {
+			return err
+		}
+	}
+	if err := s.of.Barrier(ctx); err != nil {
+		return fmt.Errorf("install observation flows: %w", err)
+	}
+	return nil
+}
+
+func setXid(m []byte, xid uint32) {
+	m[4], m[5], m[6], m[7] = byte(xid>>24), byte(xid>>16), byte(xid>>8), byte(xid)
+}
+
+func (s *session) ready(role report.Role, flows int, port, match string) error {
+	return s.c.Out.Write(report.Line{Type: report.TypeReady, Ready: &report.Ready{
+		Node: s.c.Node, HelperVersion: version.Version, Mode: role, Bridge: s.c.Bridge, Tag: s.c.Tag,
+		Cookie: fmt.Sprintf("%#x", s.cookie), ControllerID: s.ctlID, Flows: flows,
+		SourcePort: port, PortMatch: match,
+	}})
+}
+
+// Outcome is how a trace ended on this node.
+type Outcome struct {
+	ExitCode int
+	Result   report.NodeResult
+}
+
+// watch turns the real packet's packet-ins into observations until the
+// final hop reports or the deadline passes, and prints the result line.
+func (s *session) watch(ctx context.Context, role report.Role, t ofproto.Trace, p Plan, dst netip.Addr, pre []report.Observation) (Outcome, error) {
+	final, verdict := Final(t, s.br)
+	// The last hop that can report ends the watch: hops after an output
+	// (a resubmit after output, say) do not change the verdict.
+	last := -1
+	for i := 0; i <= final && i < len(p.Watched); i++ {
+		if p.Watched[i] {
+			last = i
+		}
+	}
+	res := report.NodeResult{Node: s.c.Node, Role: role, Timestamp: s.start.Unix(), Observations: pre}
+	observed := make([]bool, len(t.Hops))
+	translated := false
+	emit := func(o report.Observation, hop *report.Hop) error {
+		res.Observations = append(res.Observations, o)
+		return s.c.Out.Write(report.Line{Type: report.TypeObservation, Observation: &o, Hop: hop})
+	}
+	done := last < 0
+	deadline := time.NewTimer(s.c.Timeout)
+	defer deadline.Stop()
+	for !done {
+		select {
+		case pin, ok := <-s.of.PacketIns():
+			if !ok {
+				return Outcome{ExitCode: ExitSetup}, setupErr("OpenFlow connection closed during the trace")
+			}
+			tag, kind, hop, _, ok := ParseUserdata(pin.Userdata)
+			if !ok || tag != s.c.Tag || (kind != kindCopy && kind != kindMiss) {
+				continue
+			}
+			i := NoteObserved(t, observed, int(hop))
+			if i < 0 {
+				continue
+			}
+			observed[i] = true
+			if sum, err := probe.Decode(pin.Packet); err == nil && !translated && dst.IsValid() && sum.DstIP != dst {
+				translated = true
+				if err := emit(report.Observation{
+					Component: report.ComponentLB, ComponentInfo: s.natTable(t, i), Action: report.ActionForwarded,
+					TranslatedDstIP: sum.DstIP.String(),
+				}, nil); err != nil {
+					return Outcome{}, err
+				}
+			}
+			h := t.Hops[i]
+			v := Verdict{Action: report.ActionForwarded}
+			if i == final {
+				v = verdict
+			}
+			o := Observation(h, v, s.names)
+			if v.Action == report.ActionDelivered {
+				if sum, err := probe.Decode(pin.Packet); err == nil {
+					o.DstMAC = sum.DstMAC.String()
+				}
+			}
+			hr := HopReport(i, h, s.names, true)
+			if err := emit(o, &hr); err != nil {
+				return Outcome{}, err
+			}
+			done = i >= last
+		case <-deadline.C:
+			return s.finish(res, t, observed, ExitTimeout, fmt.Sprintf(
+				"the probe was not seen past hop %d within %s; OVS's trace predicted %d hops: the real packet left the predicted path (conntrack state, a group bucket) or never arrived",
+				lastTrue(observed), s.c.Timeout, len(t.Hops)))
+		case <-ctx.Done():
+			return s.finish(res, t, observed, ExitTimeout, "interrupted: "+ctx.Err().Error())
+		}
+	}
+	code := ExitOK
+	if verdict.Action == report.ActionDropped || verdict.Action == report.ActionRejected {
+		code = ExitDropped
+	}
+	if last < final {
+		// The hop that decides could not be watched: report OVS's verdict.
+		o := Observation(t.Hops[final], verdict, s.names)
+		hr := HopReport(final, t.Hops[final], s.names, false)
+		if err := emit(o, &hr); err != nil {
+			return Outcome{}, err
+		}
+	}
+	return s.finish(res, t, observed, code, summary(t, final, verdict, s.names))
+}
+
+func (s *session) natTable(t ofproto.Trace, i int) string {
+	for j := i - 1; j >= 0; j-- {
+		for _, a := range t.Hops[j].Actions {
+			if len(a) > 3 && a[:3] == "ct(" {
+				return s.names.Name(t.Hops[j].Table)
+			}
+		}
+	}
+	return s.names.Name(t.Hops[i].Table)
+}
+
+func lastTrue(b []bool) int {
+	for i := len(b) - 1; i >= 0; i-- {
+		if b[i] {
+			return i
+		}
+	}
+	return -1
+}
+
+func summary(t ofproto.Trace, final int, v Verdict, names TableNames) string {
+	if final < 0 {
+		return "OVS's trace has no hops"
+	}
+	h := t.Hops[final]
+	where := names.Name(h.Table)
+	switch v.Action {
+	case report.ActionDelivered:
+		return fmt.Sprintf("delivered to pod %s (port %s) by %s", v.Port.PodName(), v.Port.Name, where)
+	case report.ActionForwarded:
+		return fmt.Sprintf("forwarded into tunnel %s to %s by %s", v.Port.Name, v.TunnelDst, where)
+	case report.ActionForwardedOutOfNetwork:
+		return fmt.Sprintf("left the pod network by %s", where)
+	case report.ActionDropped:
+		if h.NoMatch {
+			return fmt.Sprintf("dropped in %s: no flow matches (the pipeline ends here)", where)
+		}
+		return fmt.Sprintf("dropped in %s by flow %q priority %d cookie %#x", where, h.Match, h.Priority, h.Cookie)
+	}
+	return fmt.Sprintf("%s in %s", v.Action, where)
+}
+
+func (s *session) finish(res report.NodeResult, t ofproto.Trace, observed []bool, code int, sum string) (Outcome, error) {
+	ex := &report.Explanation{DatapathActions: t.DatapathActions, Summary: sum, Trace: t.Text}
+	for i, h := range t.Hops {
+		ex.Hops = append(ex.Hops, HopReport(i, h, s.names, observed[i]))
+	}
+	c := code
+	err := s.c.Out.Write(report.Line{Type: report.TypeResult, Result: &res, Explanation: ex, ExitCode: &c})
+	return Outcome{ExitCode: code, Result: res}, err
+}
+
+// ErrNotSeen is returned by Receive when no tagged packet arrived in time.
+var ErrNotSeen = errors.New("no tagged packet arrived in time")
+
+var _ = exitNotFound
+
+func newTimer(d time.Duration) *time.Timer { return time.NewTimer(d) }

@@ -1,0 +1,168 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"strings"
+
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/openflow"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/ovsdb"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/probe"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/report"
+)
+
+// TraceSpec says what to inject where.
+type TraceSpec struct {
+	Common
+	// SourcePod is "namespace/name"; or InPort names the OVS port.
+	SourcePod string
+	InPort    string
+	// SourceIP and SourceMAC override what OVSDB records for the port.
+	SourceIP  netip.Addr
+	SourceMAC net.HardwareAddr
+	// DestinationMAC overrides the probe's destination MAC.
+	DestinationMAC net.HardwareAddr
+	Destination    netip.Addr
+	Protocol       probe.Protocol
+	SrcPort        uint16
+	DstPort        uint16
+	TCPFlags       uint8
+	TTL            uint8
+}
+
+// Trace injects a tagged probe at the source port and reports what this
+// node does with it.
+func Trace(ctx context.Context, spec TraceSpec) (Outcome, error) {
+	s, err := open(ctx, spec.Common)
+	if err != nil {
+		return Outcome{ExitCode: ExitSetup}, err
+	}
+	defer s.cleanup()
+	src, match, err := sourcePort(s.br, spec)
+	if err != nil {
+		return Outcome{ExitCode: ExitSetup}, setupErr("%w", err)
+	}
+	ps, err := probeSpec(s.br, src, spec)
+	if err != nil {
+		return Outcome{ExitCode: ExitSetup}, setupErr("%w", err)
+	}
+	pkt, err := probe.Build(ps)
+	if err != nil {
+		return Outcome{ExitCode: ExitSetup}, setupErr("%w", err)
+	}
+	t, err := s.ovs.Trace(ctx, s.c.Bridge, fmt.Sprintf("in_port=%d", src.Ofport), pkt)
+	if err != nil {
+		return Outcome{ExitCode: ExitSetup}, setupErr("ask OVS for its trace of the probe: %w", err)
+	}
+	flows, err := s.flowsOf(ctx, t)
+	if err != nil {
+		return Outcome{ExitCode: ExitSetup}, setupErr("%w", err)
+	}
+	ethType := uint16(0x0800)
+	if ps.DstIP.Is6() {
+		ethType = 0x86dd
+	}
+	plan, err := BuildPlan(PlanInput{Trace: t, Flows: flows, Tag: s.c.Tag, EthType: ethType, Cookie: s.cookie,
+		ControllerID: s.ctlID, HardTimeout: s.c.hardTimeout()})
+	if err != nil {
+		return Outcome{ExitCode: ExitSetup}, setupErr("%w", err)
+	}
+	for i, why := range plan.Skipped {
+		s.c.Logf("hop %d (table %s) is explained by OVS's trace only: %s", i, s.names.Name(t.Hops[i].Table), why)
+	}
+	if err := s.install(ctx, plan); err != nil {
+		return Outcome{ExitCode: ExitSetup}, setupErr("%w", err)
+	}
+	if err := s.ready(report.RoleSender, len(plan.FlowMods), src.Name, string(match)); err != nil {
+		return Outcome{ExitCode: ExitSetup}, err
+	}
+	po, err := openflow.PacketOut(s.of.NextXid(), uint32(src.Ofport), pkt) //nolint:gosec // ofport > 0 checked
+	if err == nil {
+		err = s.of.Send(po)
+	}
+	if err != nil {
+		return Outcome{ExitCode: ExitSetup}, setupErr("inject the probe: %w", err)
+	}
+	return s.watch(ctx, report.RoleSender, t, plan, ps.DstIP, nil)
+}
+
+func sourcePort(br *ovsdb.Bridge, spec TraceSpec) (*ovsdb.Port, ovsdb.Match, error) {
+	var p *ovsdb.Port
+	var m ovsdb.Match
+	var err error
+	switch {
+	case spec.SourcePod != "":
+		ns, name, ok := strings.Cut(spec.SourcePod, "/")
+		if !ok || ns == "" || name == "" {
+			return nil, "", fmt.Errorf("--source-pod %q: want NAMESPACE/NAME", spec.SourcePod)
+		}
+		p, m, err = br.FindPod(ns, name)
+	case spec.InPort != "":
+		p, err = br.FindPort(spec.InPort)
+		m = ovsdb.MatchPortNam
+	default:
+		return nil, "", fmt.Errorf("say where the probe enters: --source-pod NAMESPACE/NAME or --in-port OVS_PORT")
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	if p.Ofport <= 0 {
+		return nil, "", fmt.Errorf("port %s has no OpenFlow port number (ofport %d): OVS could not add it", p.Name, p.Ofport)
+	}
+	return p, m, nil
+}
+
+func probeSpec(br *ovsdb.Bridge, src *ovsdb.Port, spec TraceSpec) (probe.Spec, error) {
+	ps := probe.Spec{
+		DstIP: spec.Destination, Protocol: spec.Protocol, SrcPort: spec.SrcPort, DstPort: spec.DstPort,
+		TCPFlags: spec.TCPFlags, Tag: spec.Tag, TTL: spec.TTL, ICMPID: uint16(spec.Tag), ICMPSeq: 1,
+	}
+	if !ps.DstIP.IsValid() {
+		return ps, fmt.Errorf("--destination is required")
+	}
+	ps.SrcIP = spec.SourceIP
+	if !ps.SrcIP.IsValid() {
+		for _, a := range src.PodIPs() {
+			if a.Is4() == ps.DstIP.Is4() {
+				ps.SrcIP = a
+				break
+			}
+		}
+	}
+	if !ps.SrcIP.IsValid() {
+		return ps, fmt.Errorf("port %s records no %s address in external_ids ip: pass --source-ip", src.Name, family(ps.DstIP))
+	}
+	ps.SrcMAC = spec.SourceMAC
+	if ps.SrcMAC == nil {
+		ps.SrcMAC = src.PodMAC()
+	}
+	if ps.SrcMAC == nil {
+		return ps, fmt.Errorf("port %s records no pod MAC in external_ids (mac or attached-mac): pass --source-mac", src.Name)
+	}
+	ps.DstMAC = spec.DestinationMAC
+	if ps.DstMAC == nil {
+		// A local destination pod gets its own MAC; anything else the
+		// gateway's, as a pod's routed packet would carry.
+		if p := br.PortByIP(ps.DstIP); p != nil && p.PodMAC() != nil {
+			ps.DstMAC = p.PodMAC()
+		} else if gw := br.Gateway(); gw != nil {
+			ps.DstMAC, _ = net.ParseMAC(gw.MAC)
+		}
+	}
+	if ps.DstMAC == nil {
+		return ps, fmt.Errorf("cannot tell the probe's destination MAC (no local pod with IP %s, no gateway port): pass --destination-mac", ps.DstIP)
+	}
+	if ps.SrcPort == 0 && ps.Protocol != probe.ICMP {
+		ps.SrcPort = 32768 + uint16(spec.Tag)
+	}
+	return ps, nil
+}
+
+func family(a netip.Addr) string {
+	if a.Is4() {
+		return "IPv4"
+	}
+	return "IPv6"
+}
