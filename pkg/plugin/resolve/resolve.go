@@ -1,0 +1,207 @@
+package resolve
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/exitcode"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/traceflow"
+)
+
+// Lookup is the read-only view of the cluster that resolution needs.
+type Lookup interface {
+	Pod(ctx context.Context, namespace, name string) (*corev1.Pod, error)
+	Service(ctx context.Context, namespace, name string) (*corev1.Service, error)
+	EndpointSlices(ctx context.Context, namespace, service string) ([]discoveryv1.EndpointSlice, error)
+}
+
+// FromClientset returns a Lookup backed by a clientset (real or fake).
+func FromClientset(cs kubernetes.Interface) Lookup { return clientsetLookup{cs} }
+
+type clientsetLookup struct{ cs kubernetes.Interface }
+
+func (l clientsetLookup) Pod(ctx context.Context, ns, name string) (*corev1.Pod, error) {
+	return l.cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+}
+
+func (l clientsetLookup) Service(ctx context.Context, ns, name string) (*corev1.Service, error) {
+	return l.cs.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
+}
+
+func (l clientsetLookup) EndpointSlices(ctx context.Context, ns, svc string) ([]discoveryv1.EndpointSlice, error) {
+	list, err := l.cs.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{
+		LabelSelector: discoveryv1.LabelServiceName + "=" + svc,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return list.Items, nil
+}
+
+// Query is what the command parsed and validated, before the cluster is
+// asked anything.
+type Query struct {
+	Source, Destination Ref
+	// Namespace applies to refs that name none.
+	Namespace string
+	IPv6      bool
+	// Protocol is empty when the user chose none: ICMP, or for a Service
+	// its first port.
+	Protocol traceflow.Protocol
+	DstPort  int32
+	Live     bool
+}
+
+// Endpoint is a resolved source or destination.
+type Endpoint struct {
+	Kind      Kind
+	Namespace string
+	Name      string
+	// IP is the address of the chosen family: the pod's, the Service's
+	// cluster IP, or the literal.
+	IP netip.Addr
+	// Node is where a pod runs; empty for Services and IPs.
+	Node        string
+	HostNetwork bool
+}
+
+// Result is a resolved query: what to trace, and what the user should know.
+type Result struct {
+	Source, Destination Endpoint
+	Protocol            traceflow.Protocol
+	DstPort             int32
+	// Warnings do not stop the trace (a Service without endpoints).
+	Warnings []string
+}
+
+// Resolve looks up the endpoints of q and checks that a probe between them
+// can be traced. Bad input is an exitcode.Usage error; a cluster that cannot
+// be asked is exitcode.Setup. It only reads.
+func Resolve(ctx context.Context, l Lookup, q Query) (*Result, error) {
+	res := &Result{Protocol: q.Protocol, DstPort: q.DstPort}
+	src, err := resolvePod(ctx, l, q.Source, q, "source")
+	if err != nil {
+		return nil, err
+	}
+	if src.HostNetwork && !q.Live {
+		return nil, exitcode.UsageErrorf("source pod %s/%s uses the host network, so a probe cannot be injected from its own port: add --live to trace its live traffic, or pick a source pod on the pod network",
+			src.Namespace, src.Name)
+	}
+	res.Source = src
+	switch q.Destination.Kind {
+	case KindIP:
+		res.Destination = Endpoint{Kind: KindIP, IP: q.Destination.IP}
+	case KindPod:
+		if res.Destination, err = resolvePod(ctx, l, q.Destination, q, "destination"); err != nil {
+			return nil, err
+		}
+	case KindService:
+		if err := resolveService(ctx, l, q, res); err != nil {
+			return nil, err
+		}
+	}
+	if res.Protocol == "" {
+		res.Protocol = traceflow.ICMP
+	}
+	return res, nil
+}
+
+func namespaceOf(r Ref, q Query) string {
+	if r.Namespace != "" {
+		return r.Namespace
+	}
+	return q.Namespace
+}
+
+func family(ipv6 bool) string {
+	if ipv6 {
+		return "IPv6"
+	}
+	return "IPv4"
+}
+
+// pickIP returns the first of ips in the family asked for.
+func pickIP(ips []string, ipv6 bool) (netip.Addr, bool) {
+	for _, s := range ips {
+		ip, err := netip.ParseAddr(s)
+		if err == nil && ip.Unmap().Is6() == ipv6 {
+			return ip.Unmap(), true
+		}
+	}
+	return netip.Addr{}, false
+}
+
+func resolvePod(ctx context.Context, l Lookup, r Ref, q Query, role string) (Endpoint, error) {
+	ns := namespaceOf(r, q)
+	pod, err := l.Pod(ctx, ns, r.Name)
+	if err != nil {
+		return Endpoint{}, apiError(err, fmt.Sprintf("%s pod %s/%s", role, ns, r.Name),
+			fmt.Sprintf("check the name with 'kubectl get pods -n %s', or give the namespace as NAMESPACE/NAME or with -n", ns))
+	}
+	ep := Endpoint{Kind: KindPod, Namespace: ns, Name: r.Name, Node: pod.Spec.NodeName, HostNetwork: pod.Spec.HostNetwork}
+	if pod.DeletionTimestamp != nil {
+		return Endpoint{}, exitcode.UsageErrorf("%s pod %s/%s is being deleted: pick a pod that is Running (kubectl get pods -n %s)", role, ns, r.Name, ns)
+	}
+	if pod.Status.Phase != corev1.PodRunning {
+		phase := string(pod.Status.Phase)
+		if phase == "" {
+			phase = "not yet scheduled"
+		}
+		return Endpoint{}, exitcode.UsageErrorf("%s pod %s/%s is %s, not Running: wait until it runs (kubectl get pod -n %s %s -w) or pick a Running pod",
+			role, ns, r.Name, phase, ns, r.Name)
+	}
+	ips := []string{pod.Status.PodIP}
+	for _, ip := range pod.Status.PodIPs {
+		ips = append(ips, ip.IP)
+	}
+	ip, ok := pickIP(ips, q.IPv6)
+	if !ok {
+		have := strings.Join(nonEmpty(ips), ", ")
+		if have == "" {
+			return Endpoint{}, exitcode.UsageErrorf("%s pod %s/%s has no IP address yet: wait until it has one (kubectl get pod -n %s %s -o wide)", role, ns, r.Name, ns, r.Name)
+		}
+		return Endpoint{}, exitcode.UsageErrorf("%s pod %s/%s has no %s address (it has %s): %s", role, ns, r.Name, family(q.IPv6), have, familyFix(q.IPv6))
+	}
+	ep.IP = ip
+	return ep, nil
+}
+
+func familyFix(ipv6 bool) string {
+	if ipv6 {
+		return "drop --ipv6 (and give an IPv4 destination)"
+	}
+	return "add --ipv6"
+}
+
+func nonEmpty(list []string) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, s := range list {
+		if s != "" && !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// apiError classifies an error from the API server: a missing object is the
+// user's input (exit 1), anything else is the cluster (exit 4).
+func apiError(err error, what, fix string) error {
+	switch {
+	case apierrors.IsNotFound(err):
+		return exitcode.UsageErrorf("%s not found: %s", what, fix)
+	case apierrors.IsForbidden(err), apierrors.IsUnauthorized(err):
+		return exitcode.Errorf(exitcode.Setup, "not allowed to read %s: %w; ask for RBAC permission to get pods, services and endpointslices there, or check --context and --kubeconfig", what, err)
+	default:
+		return exitcode.Errorf(exitcode.Setup, "cannot read %s from the Kubernetes API: %w; check that the cluster is reachable ('kubectl get pods') and --context/--kubeconfig are right", what, err)
+	}
+}
