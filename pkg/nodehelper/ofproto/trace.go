@@ -110,12 +110,17 @@ func Parse(text, bridge string) Trace {
 	return t
 }
 
-// Outputs lists the OpenFlow ports a hop outputs to ("output:3" actions).
+// Outputs lists the OpenFlow ports a hop outputs to: "output:3", or for
+// an output to a register ("output:NXM_NX_REG1[]") the port OVS resolved
+// it to ("-> output port is 3").
 func (h Hop) Outputs() []string {
 	var out []string
 	for _, a := range h.Actions {
-		if p, ok := strings.CutPrefix(a, "output:"); ok {
+		if p, ok := strings.CutPrefix(a, "output:"); ok && !strings.Contains(p, "[") {
 			out = append(out, p)
+		}
+		if p, ok := strings.CutPrefix(a, "-> output port is "); ok {
+			out = append(out, strings.TrimSpace(p))
 		}
 	}
 	return out

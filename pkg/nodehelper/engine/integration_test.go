@@ -1,0 +1,245 @@
+//go:build integration
+
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/engine"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/ovstest"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/probe"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/report"
+)
+
+func mustMAC(s string) net.HardwareAddr {
+	m, err := net.ParseMAC(s)
+	if err != nil {
+		panic(err)
+	}
+	return m
+}
+
+type oneNode struct {
+	n                *ovstest.Node
+	a, b, c, d       *ovstest.Pod
+	svc              ovstest.Service
+	ctx              context.Context
+	cancelBackground context.CancelFunc
+}
+
+// newOneNode is a node with pods a, b (the trace's ends) and c, d (for
+// background traffic), and a service 10.96.0.10:80 whose only endpoint is b.
+func newOneNode(t *testing.T) *oneNode {
+	t.Helper()
+	requireOVS(t)
+	n := ovstest.NewNode(t, 1)
+	o := &oneNode{n: n}
+	o.a = n.AddPod("default", "pod-a", 2)
+	o.b = n.AddPod("default", "pod-b", 3)
+	o.c = n.AddPod("default", "pod-c", 4)
+	o.d = n.AddPod("default", "pod-d", 5)
+	o.svc = ovstest.Service{GroupID: 1, VIP: "10.96.0.10", Port: 80, Endpoints: []string{o.b.IP.String()}}
+	n.Pipeline(o.svc)
+	o.ctx, o.cancelBackground = context.WithCancel(context.Background())
+	t.Cleanup(o.cancelBackground)
+	return o
+}
+
+func (o *oneNode) spec(t *testing.T, tag uint8, dst netip.Addr, proto probe.Protocol, port uint16) engine.TraceSpec {
+	return engine.TraceSpec{Common: common(o.n, tag, nil, t), SourcePod: o.a.Ref(), Destination: dst, Protocol: proto, DstPort: port}
+}
+
+func (o *oneNode) assertNoTraceFlows(t *testing.T, ready report.Line) {
+	t.Helper()
+	if flows := o.n.DumpFlows("cookie=" + ready.Ready.Cookie + "/0xffffffffffffff00"); strings.Count(flows, "cookie=") > 0 {
+		t.Errorf("flows with the trace's cookie remain after the trace:\n%s", flows)
+	}
+}
+
+func wantActions(t *testing.T, obs []report.Observation, want ...report.Action) {
+	t.Helper()
+	if len(obs) < len(want) {
+		t.Fatalf("got %d observations, want at least %d: %+v", len(obs), len(want), obs)
+	}
+	got := obs[len(obs)-len(want):]
+	for i := range want {
+		if got[i].Action != want[i] {
+			t.Fatalf("observation %d: action %s, want %s (all: %+v)", len(obs)-len(want)+i, got[i].Action, want[i], obs)
+		}
+	}
+}
+
+// Done-when 1, 7, 8: pod-a to pod-b TCP 80 through the named pipeline ends
+// in Forwarding/Output Delivered, the probe really appears on pod-b's eth0,
+// the hops agree with ovs-appctl ofproto/trace, and no flow is left.
+func TestIntegrationIntraNodeTCPDelivered(t *testing.T) {
+	o := newOneNode(t)
+	if err := o.b.ServeTCP(o.ctx, 80); err != nil {
+		t.Fatal(err)
+	}
+	// The pipeline carries real traffic.
+	if err := o.a.DialTCP(o.b.IP.String()+":80", 3*time.Second); err != nil {
+		t.Fatalf("pod-a cannot reach pod-b over the test pipeline: %v", err)
+	}
+	capture, err := o.b.StartCapture()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer capture.Close()
+	const tag = 11
+	out, lines := traced(t, o.spec(t, tag, o.b.IP, probe.TCP, 80))
+	res := result(t, lines)
+	if out.ExitCode != engine.ExitOK {
+		t.Fatalf("exit code %d, want 0; %s", out.ExitCode, res.Explanation.Summary)
+	}
+	obs := observations(lines)
+	last := obs[len(obs)-1]
+	if last.Action != report.ActionDelivered || last.Component != report.ComponentForwarding || last.ComponentInfo != "Output" || last.Pod != "default/pod-b" {
+		t.Fatalf("last observation %+v, want Forwarding/Output Delivered to default/pod-b", last)
+	}
+	if obs[0].Component != report.ComponentForwarding || obs[0].ComponentInfo != "Classifier" || obs[1].Component != report.ComponentSpoofGuard {
+		t.Errorf("first observations %+v, want Classifier then SpoofGuard", obs[:2])
+	}
+	for _, l := range lines {
+		if l.Type == report.TypeObservation && (l.Hop == nil || !l.Hop.Observed) {
+			t.Errorf("observation without a real packet-in: %+v", l)
+		}
+	}
+	frame, ok := capture.WaitFor(2*time.Second, func(f []byte) bool {
+		s, err := probe.Decode(f)
+		return err == nil && s.DSCP == tag && s.DstIP == o.b.IP
+	})
+	if !ok {
+		t.Fatal("the tagged probe never appeared on pod-b's eth0")
+	}
+	if s, _ := probe.Decode(frame); s.DstMAC.String() != o.b.MAC {
+		t.Errorf("probe reached pod-b with dst MAC %s, want %s", s.DstMAC, o.b.MAC)
+	}
+	checkAgainstOVS(t, o.n, fmt.Sprintf("in_port=%d", o.a.Ofport), probeFor(t, o.a, o.b.IP, o.b.MAC, probe.TCP, 80, tag), res)
+	o.assertNoTraceFlows(t, lines[0])
+}
+
+// Done-when 3, 7, 8: a NetworkPolicy-like drop in IngressDefaultRule.
+func TestIntegrationNetworkPolicyDrop(t *testing.T) {
+	o := newOneNode(t)
+	o.n.DenyIngress(o.b)
+	const tag = 12
+	out, lines := traced(t, o.spec(t, tag, o.b.IP, probe.TCP, 80))
+	res := result(t, lines)
+	if out.ExitCode != engine.ExitDropped {
+		t.Fatalf("exit code %d, want 2; %s", out.ExitCode, res.Explanation.Summary)
+	}
+	obs := observations(lines)
+	last := obs[len(obs)-1]
+	if last.Action != report.ActionDropped || last.Component != report.ComponentNetworkPolicy || last.ComponentInfo != "IngressDefaultRule" {
+		t.Fatalf("last observation %+v, want NetworkPolicy/IngressDefaultRule Dropped", last)
+	}
+	hop := lines[len(lines)-2].Hop
+	if hop == nil || hop.TableName != "IngressDefaultRule" || !strings.Contains(hop.Flow, fmt.Sprintf("reg1=0x%x", o.b.Ofport)) ||
+		hop.Cookie != fmt.Sprintf("%#x", ovstest.CookiePolicy) || !hop.Observed {
+		t.Fatalf("dropping hop %+v, want table IngressDefaultRule, the reg1 flow and its cookie, observed", hop)
+	}
+	if !strings.Contains(res.Explanation.Summary, "IngressDefaultRule") {
+		t.Errorf("summary %q does not name the table", res.Explanation.Summary)
+	}
+	checkAgainstOVS(t, o.n, fmt.Sprintf("in_port=%d", o.a.Ofport), probeFor(t, o.a, o.b.IP, o.b.MAC, probe.TCP, 80, tag), res)
+	o.assertNoTraceFlows(t, lines[0])
+}
+
+// Done-when 4, 7: a destination nothing routes ends where the pipeline ends.
+func TestIntegrationUnroutedDrop(t *testing.T) {
+	o := newOneNode(t)
+	const tag = 13
+	dst := netip.MustParseAddr("10.99.0.1")
+	out, lines := traced(t, o.spec(t, tag, dst, probe.TCP, 80))
+	res := result(t, lines)
+	if out.ExitCode != engine.ExitDropped {
+		t.Fatalf("exit code %d, want 2; %s", out.ExitCode, res.Explanation.Summary)
+	}
+	obs := observations(lines)
+	last := obs[len(obs)-1]
+	if last.Action != report.ActionDropped || last.ComponentInfo != "L3Forwarding" || last.Component != report.ComponentRouting {
+		t.Fatalf("last observation %+v, want Routing/L3Forwarding Dropped", last)
+	}
+	if h := lines[len(lines)-2].Hop; h == nil || !h.NoMatch || !h.Observed {
+		t.Fatalf("last hop %+v, want an observed table miss", h)
+	}
+	checkAgainstOVS(t, o.n, fmt.Sprintf("in_port=%d", o.a.Ofport), probeFor(t, o.a, dst, o.n.GatewayMAC, probe.TCP, 80, tag), res)
+	o.assertNoTraceFlows(t, lines[0])
+}
+
+// Done-when 5: a ClusterIP-like service (select group + ct nat): an LB
+// observation with the endpoint as translatedDstIP, then Delivered.
+func TestIntegrationServiceLB(t *testing.T) {
+	o := newOneNode(t)
+	if err := o.b.ServeTCP(o.ctx, 80); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.a.DialTCP(o.svc.VIP+":80", 3*time.Second); err != nil {
+		t.Fatalf("pod-a cannot reach the service over the test pipeline: %v", err)
+	}
+	const tag = 14
+	out, lines := traced(t, o.spec(t, tag, netip.MustParseAddr(o.svc.VIP), probe.TCP, 80))
+	res := result(t, lines)
+	if out.ExitCode != engine.ExitOK {
+		t.Logf("trace:\n%s", res.Explanation.Trace)
+		t.Fatalf("exit code %d, want 0; %s", out.ExitCode, res.Explanation.Summary)
+	}
+	obs := observations(lines)
+	var lb *report.Observation
+	for i := range obs {
+		if obs[i].Component == report.ComponentLB && obs[i].TranslatedDstIP != "" {
+			lb = &obs[i]
+		}
+	}
+	if lb == nil || lb.TranslatedDstIP != o.b.IP.String() {
+		t.Fatalf("no LB observation with translatedDstIP %s: %+v", o.b.IP, obs)
+	}
+	wantActions(t, obs, report.ActionDelivered)
+	if obs[len(obs)-1].Pod != "default/pod-b" {
+		t.Errorf("delivered to %q, want default/pod-b", obs[len(obs)-1].Pod)
+	}
+	o.assertNoTraceFlows(t, lines[0])
+}
+
+// Done-when 6: IPv6 TCP and ICMPv6 echo, intra-node, delivered.
+func TestIntegrationIPv6Delivered(t *testing.T) {
+	o := newOneNode(t)
+	for i, proto := range []probe.Protocol{probe.TCP, probe.ICMP} {
+		t.Run(string(proto), func(t *testing.T) {
+			tag := uint8(20 + i)
+			capture, err := o.b.StartCapture()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer capture.Close()
+			out, lines := traced(t, o.spec(t, tag, o.b.IPv6, proto, 80))
+			res := result(t, lines)
+			if out.ExitCode != engine.ExitOK {
+				t.Fatalf("exit code %d, want 0; %s", out.ExitCode, res.Explanation.Summary)
+			}
+			obs := observations(lines)
+			if last := obs[len(obs)-1]; last.Action != report.ActionDelivered || last.Pod != "default/pod-b" {
+				t.Fatalf("last observation %+v, want Delivered to default/pod-b", last)
+			}
+			if _, ok := capture.WaitFor(2*time.Second, func(f []byte) bool {
+				s, err := probe.Decode(f)
+				return err == nil && s.DSCP == tag && s.DstIP == o.b.IPv6
+			}); !ok {
+				t.Fatal("the tagged IPv6 probe never appeared on pod-b's eth0")
+			}
+			port := uint16(80)
+			if proto == probe.ICMP {
+				port = 0
+			}
+			checkAgainstOVS(t, o.n, fmt.Sprintf("in_port=%d", o.a.Ofport), probeFor(t, o.a, o.b.IPv6, o.b.MAC, proto, port, tag), res)
+			o.assertNoTraceFlows(t, lines[0])
+		})
+	}
+}

@@ -1,0 +1,109 @@
+package ovstest
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Antrea-like table ids and names of the test pipeline.
+const (
+	TableClassifier         = 0
+	TableSpoofGuard         = 1
+	TableConntrackZone      = 5
+	TableConntrackState     = 6
+	TableServiceLB          = 8
+	TableL3Forwarding       = 10
+	TableIngressRule        = 12
+	TableIngressDefaultRule = 13
+	TableConntrackCommit    = 19
+	TableOutput             = 20
+	// TunnelOfport is the Geneve port's OpenFlow number.
+	TunnelOfport = 100
+	// Cookies per feature, as Antrea gives each feature its own cookie.
+	CookieClassifier = 0x1000
+	CookieSpoofGuard = 0x1001
+	CookieConntrack  = 0x1002
+	CookieService    = 0x1003
+	CookieRouting    = 0x1004
+	CookiePolicy     = 0x1005
+	CookieOutput     = 0x1006
+)
+
+// TableNames are the names the pipeline gives its tables.
+var TableNames = map[int]string{
+	TableClassifier: "Classifier", TableSpoofGuard: "SpoofGuard", TableConntrackZone: "ConntrackZone",
+	TableConntrackState: "ConntrackState", TableServiceLB: "ServiceLB", TableL3Forwarding: "L3Forwarding",
+	TableIngressRule: "IngressRule", TableIngressDefaultRule: "IngressDefaultRule", TableConntrackCommit: "ConntrackCommit", TableOutput: "Output",
+}
+
+// Service is a ClusterIP-like service: VIP:Port balanced by an OVS select
+// group whose buckets DNAT with conntrack to the endpoints.
+type Service struct {
+	GroupID   int
+	VIP       string
+	Port      int
+	Endpoints []string // IPv4 addresses; the port is Port
+}
+
+// Pipeline programs the node's Antrea-like pipeline: Classifier,
+// SpoofGuard, ConntrackZone (ct nat), ConntrackState, ServiceLB (groups),
+// L3Forwarding (local pods, remote nodes through the tunnel), IngressRule,
+// IngressDefaultRule, ConntrackCommit and Output (output to reg1). Remote nodes are the
+// nodes joined to this one.
+func (n *Node) Pipeline(services ...Service) {
+	n.t.Helper()
+	n.NameTables(TableNames)
+	var f []string
+	add := func(format string, a ...any) { f = append(f, fmt.Sprintf(format, a...)) }
+	add("table=%d,priority=200,cookie=%#x,in_port=%d,actions=goto_table:%d", TableClassifier, CookieClassifier, TunnelOfport, TableConntrackZone)
+	add("table=%d,priority=0,cookie=%#x,actions=drop", TableSpoofGuard, CookieSpoofGuard)
+	for _, p := range n.pods {
+		add("table=%d,priority=190,cookie=%#x,in_port=%d,actions=goto_table:%d", TableClassifier, CookieClassifier, p.Ofport, TableSpoofGuard)
+		add("table=%d,priority=200,cookie=%#x,ip,in_port=%d,dl_src=%s,nw_src=%s,actions=goto_table:%d", TableSpoofGuard, CookieSpoofGuard, p.Ofport, p.MAC, p.IP, TableConntrackZone)
+		add("table=%d,priority=200,cookie=%#x,ipv6,in_port=%d,dl_src=%s,ipv6_src=%s,actions=goto_table:%d", TableSpoofGuard, CookieSpoofGuard, p.Ofport, p.MAC, p.IPv6, TableConntrackZone)
+		add("table=%d,priority=200,cookie=%#x,ip,nw_dst=%s,actions=set_field:%s->eth_src,set_field:%s->eth_dst,set_field:%d->reg1,goto_table:%d",
+			TableL3Forwarding, CookieRouting, p.IP, n.GatewayMAC, p.MAC, p.Ofport, TableIngressRule)
+		add("table=%d,priority=200,cookie=%#x,ipv6,ipv6_dst=%s,actions=set_field:%s->eth_src,set_field:%s->eth_dst,set_field:%d->reg1,goto_table:%d",
+			TableL3Forwarding, CookieRouting, p.IPv6, n.GatewayMAC, p.MAC, p.Ofport, TableIngressRule)
+	}
+	add("table=%d,priority=200,cookie=%#x,ip,actions=ct(table=%d,zone=65520,nat)", TableConntrackZone, CookieConntrack, TableConntrackState)
+	add("table=%d,priority=200,cookie=%#x,ipv6,actions=ct(table=%d,zone=65510,nat)", TableConntrackZone, CookieConntrack, TableConntrackState)
+	add("table=%d,priority=200,cookie=%#x,ct_state=+inv+trk,ip,actions=drop", TableConntrackState, CookieConntrack)
+	add("table=%d,priority=0,cookie=%#x,actions=goto_table:%d", TableConntrackState, CookieConntrack, TableServiceLB)
+	add("table=%d,priority=0,cookie=%#x,actions=goto_table:%d", TableServiceLB, CookieService, TableL3Forwarding)
+	for _, s := range services {
+		// selection_method=hash picks the bucket in ovs-vswitchd, where
+		// ofproto/trace can follow it; OVS's default for the userspace
+		// datapath (dp_hash) picks it after a recirculation that the trace
+		// cannot follow, and the helper then reports the hop where the real
+		// packet left the predicted path.
+		var buckets []string
+		for _, ep := range s.Endpoints {
+			buckets = append(buckets, fmt.Sprintf("bucket=ct(commit,table=%d,zone=65520,nat(dst=%s:%d))", TableL3Forwarding, ep, s.Port))
+		}
+		n.Ofctl("add-group", fmt.Sprintf("group_id=%d,type=select,selection_method=hash,fields(ip_src,ip_dst,tcp_src,tcp_dst),%s", s.GroupID, strings.Join(buckets, ",")))
+		add("table=%d,priority=200,cookie=%#x,ct_state=+new+trk,tcp,nw_dst=%s,tp_dst=%d,actions=group:%d", TableServiceLB, CookieService, s.VIP, s.Port, s.GroupID)
+	}
+	for _, r := range n.peers {
+		add("table=%d,priority=200,cookie=%#x,ip,nw_dst=10.10.%d.0/24,actions=set_field:%s->eth_src,set_field:%s->tun_dst,set_field:%d->reg1,goto_table:%d",
+			TableL3Forwarding, CookieRouting, r.Index, n.GatewayMAC, r.UnderlayIP, TunnelOfport, TableIngressRule)
+		add("table=%d,priority=200,cookie=%#x,ipv6,ipv6_dst=fd00:10:%d::/64,actions=set_field:%s->eth_src,set_field:%s->tun_dst,set_field:%d->reg1,goto_table:%d",
+			TableL3Forwarding, CookieRouting, r.Index, n.GatewayMAC, r.UnderlayIP, TunnelOfport, TableIngressRule)
+	}
+	add("table=%d,priority=0,cookie=%#x,actions=goto_table:%d", TableIngressRule, CookiePolicy, TableIngressDefaultRule)
+	add("table=%d,priority=0,cookie=%#x,actions=goto_table:%d", TableIngressDefaultRule, CookiePolicy, TableConntrackCommit)
+	add("table=%d,priority=200,cookie=%#x,ct_state=+new+trk,ip,actions=ct(commit,table=%d,zone=65520)", TableConntrackCommit, CookieConntrack, TableOutput)
+	add("table=%d,priority=200,cookie=%#x,ct_state=+new+trk,ipv6,actions=ct(commit,table=%d,zone=65510)", TableConntrackCommit, CookieConntrack, TableOutput)
+	add("table=%d,priority=0,cookie=%#x,actions=goto_table:%d", TableConntrackCommit, CookieConntrack, TableOutput)
+	add("table=%d,priority=200,cookie=%#x,actions=output:NXM_NX_REG1[]", TableOutput, CookieOutput)
+	n.AddFlows(strings.Join(f, "\n") + "\n")
+}
+
+// DenyIngress adds a default-deny ingress drop for traffic to pod p in
+// IngressDefaultRule, as a NetworkPolicy isolating p would.
+func (n *Node) DenyIngress(p *Pod) string {
+	n.t.Helper()
+	flow := fmt.Sprintf("table=%d,priority=200,cookie=%#x,ip,reg1=%d,actions=drop", TableIngressDefaultRule, CookiePolicy, p.Ofport)
+	n.AddFlows(flow + "\n")
+	return flow
+}

@@ -1,0 +1,190 @@
+package ovstest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Capture reads every frame on a pod's eth0 (AF_PACKET), to prove that a
+// packet really reached the pod.
+type Capture struct {
+	fd int
+}
+
+// StartCapture opens a packet socket on the pod's eth0.
+func (p *Pod) StartCapture() (*Capture, error) {
+	var c Capture
+	err := p.In(func() error {
+		fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, int(htons(unix.ETH_P_ALL)))
+		if err != nil {
+			return fmt.Errorf("packet socket: %w", err)
+		}
+		ifi, err := net.InterfaceByName("eth0")
+		if err != nil {
+			_ = unix.Close(fd)
+			return err
+		}
+		if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: ifi.Index}); err != nil {
+			_ = unix.Close(fd)
+			return fmt.Errorf("bind packet socket: %w", err)
+		}
+		tv := unix.NsecToTimeval((50 * time.Millisecond).Nanoseconds())
+		if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
+			_ = unix.Close(fd)
+			return err
+		}
+		c.fd = fd
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+func htons(v uint16) uint16 { return v<<8 | v>>8 }
+
+// WaitFor returns the first incoming frame that match accepts, or false
+// after timeout.
+func (c *Capture) WaitFor(timeout time.Duration, match func(frame []byte) bool) ([]byte, bool) {
+	buf := make([]byte, 65536)
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		n, from, err := unix.Recvfrom(c.fd, buf, 0)
+		if err != nil {
+			continue
+		}
+		if ll, ok := from.(*unix.SockaddrLinklayer); ok && ll.Pkttype == unix.PACKET_OUTGOING {
+			continue
+		}
+		if match(buf[:n]) {
+			return append([]byte(nil), buf[:n]...), true
+		}
+	}
+	return nil, false
+}
+
+// Close closes the socket.
+func (c *Capture) Close() { _ = unix.Close(c.fd) }
+
+// ServeTCP listens on the pod's port and accepts connections until ctx ends.
+func (p *Pod) ServeTCP(ctx context.Context, port int) error {
+	var ln net.Listener
+	err := p.In(func() error {
+		var err error
+		ln, err = net.Listen("tcp", fmt.Sprintf(":%d", port))
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	go func() { <-ctx.Done(); _ = ln.Close() }()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = c.Write([]byte("ok\n"))
+			_ = c.Close()
+		}
+	}()
+	return nil
+}
+
+// DialTCP connects from the pod to addr and reads the server's greeting.
+func (p *Pod) DialTCP(addr string, timeout time.Duration) error {
+	return p.In(func() error {
+		c, err := net.DialTimeout("tcp", addr, timeout)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = c.Close() }()
+		_ = c.SetDeadline(time.Now().Add(timeout))
+		b := make([]byte, 3)
+		if _, err := c.Read(b); err != nil {
+			return fmt.Errorf("read from %s: %w", addr, err)
+		}
+		if string(b) != "ok\n" {
+			return errors.New("unexpected greeting")
+		}
+		return nil
+	})
+}
+
+// UDPEcho serves UDP echo on the pod's port until ctx ends.
+func (p *Pod) UDPEcho(ctx context.Context, port int) error {
+	var pc net.PacketConn
+	if err := p.In(func() error {
+		var err error
+		pc, err = net.ListenPacket("udp", fmt.Sprintf(":%d", port))
+		return err
+	}); err != nil {
+		return err
+	}
+	go func() { <-ctx.Done(); _ = pc.Close() }()
+	go func() {
+		buf := make([]byte, 2048)
+		for {
+			n, from, err := pc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			_, _ = pc.WriteTo(buf[:n], from)
+		}
+	}()
+	return nil
+}
+
+// Pinger sends numbered UDP echo requests from a pod and counts replies,
+// a ping that needs no ping binary.
+type Pinger struct {
+	Sent, Received int
+	done           chan struct{}
+}
+
+// StartPinger pings addr (UDP echo) every interval until Stop.
+func (p *Pod) StartPinger(ctx context.Context, addr string, interval time.Duration) (*Pinger, error) {
+	var conn net.Conn
+	if err := p.In(func() error {
+		var err error
+		conn, err = net.Dial("udp", addr)
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	pg := &Pinger{done: make(chan struct{})}
+	go func() {
+		defer close(pg.done)
+		defer func() { _ = conn.Close() }()
+		buf := make([]byte, 64)
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			msg := fmt.Sprintf("ping %d", pg.Sent)
+			pg.Sent++
+			if _, err := conn.Write([]byte(msg)); err != nil {
+				continue
+			}
+			_ = conn.SetReadDeadline(time.Now().Add(interval * 5))
+			n, err := conn.Read(buf)
+			if err == nil && string(buf[:n]) == msg {
+				pg.Received++
+			}
+		}
+	}()
+	return pg, nil
+}
+
+// Wait waits for the pinger to stop after its context ended.
+func (pg *Pinger) Wait() { <-pg.done }
