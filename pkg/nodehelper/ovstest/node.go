@@ -36,8 +36,8 @@ type Node struct {
 	// Gateway is the bridge's gateway port (antrea-type=gateway).
 	GatewayMAC string
 	underlay
-	procs      []*exec.Cmd
-	pods       []*Pod
+	procs []*exec.Cmd
+	pods  []*Pod
 }
 
 var suffix = func() string {
