@@ -1,0 +1,163 @@
+// Package cli is the command line of kubectl traceflow: cobra commands whose
+// Options structs turn flags into typed inputs (Complete), check them
+// without a cluster (Validate) and only then talk to the cluster (Run).
+package cli
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/exitcode"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/resolve"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/traceflow"
+)
+
+// DisplayName is how help text names the command: kubectl runs the plugin,
+// so users type `kubectl traceflow`, not the binary's name.
+const DisplayName = "kubectl traceflow"
+
+// Clients is everything a command needs from the cluster, each behind a
+// small interface so tests can hand in fakes.
+type Clients struct {
+	// Namespace is the default namespace: -n, or the kubeconfig context's.
+	Namespace  string
+	Lookup     resolve.Lookup
+	Traceflows traceflow.Client
+	// Dynamic serves install-crd, which writes a CustomResourceDefinition.
+	Dynamic dynamic.Interface
+}
+
+// Connector makes Clients from the kubeconfig flags. Commands call it only
+// after their input is validated, so that a usage error never waits for,
+// or depends on, a kubeconfig or an API server.
+type Connector func(*genericclioptions.ConfigFlags) (*Clients, error)
+
+// Deps are what NewRootCommand takes from outside; zero values mean the
+// real thing.
+type Deps struct {
+	Connect Connector
+	// Suffix makes the random part of a Traceflow's name.
+	Suffix func() string
+	// IsTerminal reports whether output goes to a terminal.
+	IsTerminal func(any) bool
+	// Getenv reads the environment (NO_COLOR).
+	Getenv func(string) string
+}
+
+func (d Deps) withDefaults() Deps {
+	if d.Connect == nil {
+		d.Connect = Connect
+	}
+	if d.Suffix == nil {
+		d.Suffix = func() string { return rand.String(5) }
+	}
+	if d.IsTerminal == nil {
+		d.IsTerminal = isTerminal
+	}
+	if d.Getenv == nil {
+		d.Getenv = os.Getenv
+	}
+	return d
+}
+
+// NewRootCommand returns `kubectl traceflow` with its subcommands.
+func NewRootCommand(streams genericiooptions.IOStreams, deps Deps) *cobra.Command {
+	deps = deps.withDefaults()
+	configFlags := genericclioptions.NewConfigFlags(true)
+	cmd := newTraceCommand(streams, deps, configFlags)
+	cmd.SilenceErrors = true // main prints the error, once
+	cmd.SilenceUsage = true
+	// Completion for plugins goes through kubectl_complete-traceflow, not a
+	// subcommand that would also shadow a pod called "completion".
+	cmd.CompletionOptions.DisableDefaultCmd = true
+	cmd.SetFlagErrorFunc(flagError)
+	configFlags.AddFlags(cmd.PersistentFlags())
+	cmd.AddCommand(newInstallCRDCommand(streams, deps, configFlags), newVersionCommand(streams))
+	for _, c := range cmd.Commands() {
+		c.SetFlagErrorFunc(flagError)
+	}
+	cmd.SetIn(streams.In)
+	cmd.SetOut(streams.Out)
+	cmd.SetErr(streams.ErrOut)
+	return cmd
+}
+
+// flagError makes a flag parsing error a usage error that points to help.
+func flagError(c *cobra.Command, err error) error {
+	return exitcode.UsageErrorf("%w; see '%s --help'", err, c.CommandPath())
+}
+
+// Connect is the real Connector: it loads the kubeconfig (honouring
+// --kubeconfig, --context, -n and the rest) and builds the clients. It
+// makes no API call.
+func Connect(cf *genericclioptions.ConfigFlags) (*Clients, error) {
+	ns, _, err := cf.ToRawKubeConfigLoader().Namespace()
+	if err != nil {
+		return nil, exitcode.Errorf(exitcode.Setup, "reading the kubeconfig: %w; check --kubeconfig, KUBECONFIG and --context", err)
+	}
+	cfg, err := cf.ToRESTConfig()
+	if err != nil {
+		return nil, exitcode.Errorf(exitcode.Setup, "reading the kubeconfig: %w; check --kubeconfig, KUBECONFIG and --context", err)
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, exitcode.Errorf(exitcode.Setup, "making a Kubernetes client: %w; check the cluster entry of the kubeconfig", err)
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, exitcode.Errorf(exitcode.Setup, "making a Kubernetes client: %w; check the cluster entry of the kubeconfig", err)
+	}
+	return &Clients{Namespace: ns, Lookup: resolve.FromClientset(cs), Traceflows: traceflow.NewClient(dyn), Dynamic: dyn}, nil
+}
+
+// isTerminal reports whether w is a character device (a terminal).
+func isTerminal(w any) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// colorEnabled decides --color: auto means a terminal and no NO_COLOR
+// (https://no-color.org); always and never are explicit and win.
+func colorEnabled(mode string, terminal bool, getenv func(string) string) bool {
+	switch mode {
+	case "always":
+		return true
+	case "never":
+		return false
+	}
+	return terminal && getenv("NO_COLOR") == ""
+}
+
+// exactArgs is cobra.ExactArgs with messages that say what to type.
+func exactArgs(cmd *cobra.Command, args []string) error {
+	example := fmt.Sprintf("e.g. '%s pod-a pod-b --tcp 80'", DisplayName)
+	switch {
+	case len(args) == 0:
+		return exitcode.UsageErrorf("missing SRC and DST: name the source pod and the destination, %s", example)
+	case len(args) == 1:
+		return exitcode.UsageErrorf("missing DST after SRC %q: name the destination pod, Service or IP, %s", args[0], example)
+	case len(args) > 2:
+		return exitcode.UsageErrorf("too many arguments (%d: %q): give exactly SRC and DST, %s; see '%s --help'",
+			len(args), args, example, cmd.CommandPath())
+	}
+	return nil
+}
+
+// noArgs is cobra.NoArgs with the usage exit code.
+func noArgs(cmd *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return exitcode.UsageErrorf("%s takes no arguments, got %q; see '%s --help'", cmd.CommandPath(), args, cmd.CommandPath())
+	}
+	return nil
+}

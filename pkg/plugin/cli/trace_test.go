@@ -1,0 +1,116 @@
+package cli
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/exitcode"
+)
+
+func TestDryRunGolden(t *testing.T) {
+	tests := []struct {
+		golden string
+		args   []string
+	}{
+		// Done-when 2 of issue 2: pod-a to pod-b on TCP 80, SYN, as YAML.
+		{"dry-run-tcp.yaml", []string{"pod-a", "pod-b", "--tcp", "80", "--dry-run", "-o", "yaml"}},
+		{"dry-run-tcp.json", []string{"pod-a", "pod-b", "--tcp", "80", "--dry-run", "-o", "json"}},
+		{"dry-run-tcp.txt", []string{"pod-a", "pod-b", "--tcp", "80", "--dry-run"}},
+		{"dry-run-service.yaml", []string{"pod-a", "svc/web", "--dry-run=client", "-o", "yaml"}},
+		{"dry-run-service.txt", []string{"pod-a", "default/svc/web", "--dry-run", "-o", "plain"}},
+		{"dry-run-ipv6-udp.yaml", []string{"default/pod-a", "fd00:10:244:2::7", "--udp", "53", "--src-port", "40000",
+			"--ttl", "5", "--timeout", "45s", "--dry-run", "-o", "yaml"}},
+		{"dry-run-live.txt", []string{"-n", "demo", "pod-c", "default/pod/pod-b", "--live", "--dropped-only",
+			"--tcp", "8080", "--tcp-flags", "SYN,ACK", "--dry-run"}},
+		{"dry-run-icmp.yaml", []string{"pod/pod-a", "192.0.2.1", "--dry-run", "-o", "yaml"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.golden, func(t *testing.T) {
+			res := runCommand(t, tt.args, demoCluster()...)
+			if res.err != nil {
+				t.Fatalf("kubectl traceflow %s: %v", strings.Join(tt.args, " "), res.err)
+			}
+			if w := res.writes(); len(w) > 0 {
+				t.Errorf("--dry-run changed the cluster: %v", w)
+			}
+			if res.stderr != "" {
+				t.Errorf("unexpected stderr: %q", res.stderr)
+			}
+			golden(t, tt.golden, res.stdout)
+		})
+	}
+}
+
+// TestRunWithoutEngine checks the honest answer of this build: everything
+// resolves, nothing is created, exit 4 says the engine is missing.
+func TestRunWithoutEngine(t *testing.T) {
+	res := runCommand(t, []string{"pod-a", "pod-b", "--tcp", "80"}, demoCluster()...)
+	if code := exitcode.Of(res.err); code != exitcode.Setup {
+		t.Fatalf("exit code %d (%v), want %d", code, res.err, exitcode.Setup)
+	}
+	for _, want := range []string{"not available in this build", "nothing was created", "--dry-run"} {
+		if !strings.Contains(res.err.Error(), want) {
+			t.Errorf("error %q lacks %q", res.err, want)
+		}
+	}
+	if w := res.writes(); len(w) > 0 {
+		t.Errorf("created something: %v", w)
+	}
+	if res.stdout != "" {
+		t.Errorf("printed a result: %q", res.stdout)
+	}
+}
+
+func TestServiceWithoutEndpointsWarns(t *testing.T) {
+	objs := demoCluster()[:5] // pods and Service web, without its EndpointSlice
+	res := runCommand(t, []string{"pod-a", "svc/web", "--dry-run"}, objs...)
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	if !strings.HasPrefix(res.stderr, "Warning: Service default/web has no ready IPv4 endpoints") {
+		t.Errorf("stderr = %q, want the endpoints warning", res.stderr)
+	}
+}
+
+func TestVersion(t *testing.T) {
+	res := runCommand(t, []string{"version"})
+	if res.err != nil || !strings.HasPrefix(res.stdout, "kubectl-traceflow ") {
+		t.Errorf("version: %q, %v", res.stdout, res.err)
+	}
+	if res.connected {
+		t.Error("version connected to the cluster")
+	}
+}
+
+func TestHelpSaysKubectlTraceflow(t *testing.T) {
+	for _, args := range [][]string{{"--help"}, {"install-crd", "--help"}, {"version", "--help"}} {
+		res := runCommand(t, args)
+		if res.err != nil {
+			t.Fatalf("%v: %v", args, res.err)
+		}
+		if !strings.Contains(res.stdout, "Usage:\n  kubectl traceflow ") {
+			t.Errorf("%v: usage does not say 'kubectl traceflow':\n%s", args, res.stdout)
+		}
+	}
+}
+
+func TestColorEnabled(t *testing.T) {
+	env := func(v string) func(string) string { return func(string) string { return v } }
+	tests := []struct {
+		mode     string
+		terminal bool
+		noColor  string
+		want     bool
+	}{
+		{"auto", true, "", true},
+		{"auto", false, "", false},
+		{"auto", true, "1", false},
+		{"always", false, "1", true},
+		{"never", true, "", false},
+	}
+	for _, tt := range tests {
+		if got := colorEnabled(tt.mode, tt.terminal, env(tt.noColor)); got != tt.want {
+			t.Errorf("colorEnabled(%s, terminal=%v, NO_COLOR=%q) = %v, want %v", tt.mode, tt.terminal, tt.noColor, got, tt.want)
+		}
+	}
+}
