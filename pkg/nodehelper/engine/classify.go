@@ -63,6 +63,21 @@ func Classify(h ofproto.Hop, br *ovsdb.Bridge, tunnelDst string) Verdict {
 	if h.Drops() {
 		return Verdict{Action: report.ActionDropped}
 	}
+	var p *ovsdb.Port
+	outs := h.Outputs()
+	if len(outs) > 0 {
+		p = br.ByOfport(outs[len(outs)-1])
+	}
+	if p != nil && p.IsTunnel() {
+		// An output into a tunnel counts even where the trace remarks
+		// ">> Not tunneling to our own address": ofproto/trace says so for a
+		// pass resumed after conntrack that the datapath tunnels fine.
+		dst := tunnelDst
+		if dst == "" && p.Options["remote_ip"] != "flow" {
+			dst = p.Options["remote_ip"]
+		}
+		return Verdict{Action: report.ActionForwarded, Port: p, TunnelDst: dst}
+	}
 	for _, a := range h.Actions {
 		// OVS marks what it could not do with ">>" ("Nonexistent output
 		// port", "Too many resubmits"): the packet goes nowhere.
@@ -73,23 +88,11 @@ func Classify(h ofproto.Hop, br *ovsdb.Bridge, tunnelDst string) Verdict {
 			return Verdict{Action: report.ActionRejected}
 		}
 	}
-	outs := h.Outputs()
-	if len(outs) == 0 {
-		return Verdict{Action: report.ActionForwarded}
-	}
-	p := br.ByOfport(outs[len(outs)-1])
 	switch {
+	case len(outs) == 0:
+		return Verdict{Action: report.ActionForwarded}
 	case p == nil:
 		return Verdict{Action: report.ActionForwardedOutOfNetwork}
-	case p.IsTunnel():
-		dst := tunnelDst
-		if dst == "" {
-			dst = p.Options["remote_ip"]
-		}
-		if dst == "flow" {
-			dst = ""
-		}
-		return Verdict{Action: report.ActionForwarded, Port: p, TunnelDst: dst}
 	case p.PodName() != "":
 		return Verdict{Action: report.ActionDelivered, Port: p}
 	default:

@@ -188,7 +188,6 @@ func TestIntegrationServiceLB(t *testing.T) {
 	out, lines := traced(t, o.spec(t, tag, netip.MustParseAddr(o.svc.VIP), probe.TCP, 80))
 	res := result(t, lines)
 	if out.ExitCode != engine.ExitOK {
-		t.Logf("trace:\n%s", res.Explanation.Trace)
 		t.Fatalf("exit code %d, want 0; %s", out.ExitCode, res.Explanation.Summary)
 	}
 	obs := observations(lines)
@@ -241,5 +240,113 @@ func TestIntegrationIPv6Delivered(t *testing.T) {
 			checkAgainstOVS(t, o.n, fmt.Sprintf("in_port=%d", o.a.Ofport), probeFor(t, o.a, o.b.IPv6, o.b.MAC, proto, port, tag), res)
 			o.assertNoTraceFlows(t, lines[0])
 		})
+	}
+}
+
+type twoNodes struct {
+	n1, n2 *ovstest.Node
+	a, b   *ovstest.Pod
+	ctx    context.Context
+}
+
+func newTwoNodes(t *testing.T) *twoNodes {
+	t.Helper()
+	requireOVS(t)
+	n1, n2 := ovstest.NewNode(t, 1), ovstest.NewNode(t, 2)
+	tn := &twoNodes{n1: n1, n2: n2}
+	tn.a = n1.AddPod("default", "pod-a", 2)
+	tn.b = n2.AddPod("default", "pod-b", 2)
+	ovstest.Join(n1, n2)
+	n1.Pipeline()
+	n2.Pipeline()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	tn.ctx = ctx
+	return tn
+}
+
+// receive starts a receiver on n and returns its output once it is ready.
+func receive(t *testing.T, n *ovstest.Node, tag uint8) (*syncBuffer, <-chan engine.Outcome) {
+	t.Helper()
+	var buf syncBuffer
+	c := common(n, tag, &buf, t)
+	done := make(chan engine.Outcome, 1)
+	go func() {
+		out, err := engine.Receive(context.Background(), c)
+		if err != nil {
+			t.Errorf("receive: %v", err)
+		}
+		done <- out
+	}()
+	for i := 0; i < 500 && !strings.Contains(buf.String(), `"type":"ready"`); i++ {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if !strings.Contains(buf.String(), `"type":"ready"`) {
+		t.Fatalf("receiver not ready: %s", buf.String())
+	}
+	return &buf, done
+}
+
+// Done-when 2, 7, 8: across a Geneve tunnel the sender reports Forwarded
+// into the tunnel with tunnelDstIP, the receiver Received then Delivered,
+// and the probe really reaches pod-b.
+func TestIntegrationInterNodeGeneve(t *testing.T) {
+	tn := newTwoNodes(t)
+	if err := tn.b.ServeTCP(tn.ctx, 80); err != nil {
+		t.Fatal(err)
+	}
+	if err := tn.a.DialTCP(tn.b.IP.String()+":80", 3*time.Second); err != nil {
+		t.Fatalf("pod-a cannot reach pod-b across the tunnel: %v", err)
+	}
+	capture, err := tn.b.StartCapture()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer capture.Close()
+	const tag = 31
+	rbuf, rdone := receive(t, tn.n2, tag)
+	spec := engine.TraceSpec{Common: common(tn.n1, tag, nil, t), SourcePod: tn.a.Ref(), Destination: tn.b.IP, Protocol: probe.TCP, DstPort: 80}
+	out, lines := traced(t, spec)
+	res := result(t, lines)
+	if out.ExitCode != engine.ExitOK {
+		t.Fatalf("sender exit code %d: %s", out.ExitCode, res.Explanation.Summary)
+	}
+	obs := observations(lines)
+	last := obs[len(obs)-1]
+	if last.Action != report.ActionForwarded || last.TunnelDstIP != tn.n2.UnderlayIP || last.Component != report.ComponentForwarding {
+		t.Fatalf("sender's last observation %+v, want Forwarding Forwarded with tunnelDstIP %s", last, tn.n2.UnderlayIP)
+	}
+	var rout engine.Outcome
+	select {
+	case rout = <-rdone:
+	case <-time.After(10 * time.Second):
+		t.Fatal("receiver did not finish")
+	}
+	rlines := parseLines(t, rbuf.String())
+	rres := result(t, rlines)
+	if rout.ExitCode != engine.ExitOK {
+		t.Fatalf("receiver exit code %d: %s", rout.ExitCode, rres.Explanation.Summary)
+	}
+	robs := observations(rlines)
+	if robs[0].Action != report.ActionReceived {
+		t.Errorf("receiver's first observation %+v, want Received", robs[0])
+	}
+	if l := robs[len(robs)-1]; l.Action != report.ActionDelivered || l.Pod != "default/pod-b" {
+		t.Fatalf("receiver's last observation %+v, want Delivered to default/pod-b", l)
+	}
+	if rres.Result.Role != report.RoleReceiver || len(rres.Result.Observations) != len(robs) {
+		t.Errorf("receiver result %+v does not hold its %d observations", rres.Result, len(robs))
+	}
+	if _, ok := capture.WaitFor(2*time.Second, func(f []byte) bool {
+		s, err := probe.Decode(f)
+		return err == nil && s.DSCP == tag && s.DstIP == tn.b.IP
+	}); !ok {
+		t.Fatal("the tagged probe never appeared on pod-b's eth0")
+	}
+	checkAgainstOVS(t, tn.n1, fmt.Sprintf("in_port=%d", tn.a.Ofport), probeFor(t, tn.a, tn.b.IP, tn.n1.GatewayMAC, probe.TCP, 80, tag), res)
+	for _, n := range []*ovstest.Node{tn.n1, tn.n2} {
+		if flows := n.DumpFlows("cookie=0x7466000000000000/0xffff000000000000"); strings.Count(flows, "cookie=") > 0 {
+			t.Errorf("%s: trace flows remain:\n%s", n.Name, flows)
+		}
 	}
 }

@@ -187,6 +187,13 @@ func (s *session) install(ctx context.Context, p Plan) error {
 	if err := s.of.Barrier(ctx); err != nil {
 		return fmt.Errorf("install observation flows: %w", err)
 	}
+	// The barrier says the flow tables changed, not that the datapath's
+	// flow cache has caught up: a packet recirculated after conntrack would
+	// still hit a cached megaflow translated before the copies existed
+	// (ignoring the DSCP tag) until a revalidator round replaces it.
+	if _, err := s.ovs.Call(ctx, "revalidator/wait"); err != nil {
+		return fmt.Errorf("wait for OVS to revalidate its flow cache: %w", err)
+	}
 	return nil
 }
 
@@ -258,6 +265,12 @@ func (s *session) watch(ctx context.Context, role report.Role, t ofproto.Trace, 
 			v := Verdict{Action: report.ActionForwarded}
 			if i == final {
 				v = verdict
+			}
+			if v.Port != nil && v.Port.IsTunnel() && v.TunnelDst == "" && pin.Metadata.TunDst.IsValid() {
+				// remote_ip=flow: the pipeline set tun_dst before this hop,
+				// and the real packet carries it.
+				v.TunnelDst = pin.Metadata.TunDst.String()
+				verdict = v
 			}
 			o := Observation(h, v, s.names)
 			if v.Action == report.ActionDelivered {
