@@ -350,3 +350,56 @@ func TestIntegrationInterNodeGeneve(t *testing.T) {
 		}
 	}
 }
+
+// Done-when 9: two traces with different tags at once on one bridge see
+// only their own packet-ins, and a background ping between two other pods
+// loses nothing meanwhile.
+func TestIntegrationIsolation(t *testing.T) {
+	o := newOneNode(t)
+	if err := o.d.UDPEcho(o.ctx, 7); err != nil {
+		t.Fatal(err)
+	}
+	pctx, stopPing := context.WithCancel(o.ctx)
+	pinger, err := o.c.StartPinger(pctx, o.d.IP.String()+":7", 5*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	type res struct {
+		out   engine.Outcome
+		lines []report.Line
+	}
+	results := make(chan res, 2)
+	for i, dir := range [][2]*ovstest.Pod{{o.a, o.b}, {o.b, o.a}} {
+		tag := uint8(40 + i)
+		spec := engine.TraceSpec{Common: common(o.n, tag, nil, t), SourcePod: dir[0].Ref(), Destination: dir[1].IP, Protocol: probe.TCP, DstPort: 80}
+		go func() {
+			var buf syncBuffer
+			spec.Out = report.NewWriter(&buf, nil)
+			out, err := engine.Trace(context.Background(), spec)
+			if err != nil {
+				t.Errorf("trace tag %d: %v", spec.Tag, err)
+			}
+			results <- res{out, parseLines(t, buf.String())}
+		}()
+	}
+	for range 2 {
+		r := <-results
+		if r.out.ExitCode != engine.ExitOK {
+			t.Errorf("a concurrent trace ended with exit code %d", r.out.ExitCode)
+		}
+		if r.out.ForeignPacketIns != 0 {
+			t.Errorf("a trace saw %d packet-ins that were not its own", r.out.ForeignPacketIns)
+		}
+		if n := len(observations(r.lines)); n != len(result(t, r.lines).Result.Observations) || n < 5 {
+			t.Errorf("a concurrent trace reported %d observations", n)
+		}
+	}
+	time.Sleep(100 * time.Millisecond)
+	stopPing()
+	pinger.Wait()
+	if pinger.Sent < 20 || pinger.Received != pinger.Sent {
+		t.Fatalf("background ping: %d sent, %d answered; want all answered", pinger.Sent, pinger.Received)
+	}
+	t.Logf("background ping: %d sent, %d answered", pinger.Sent, pinger.Received)
+}

@@ -127,6 +127,7 @@ func (s *session) waitCatch(ctx context.Context) (openflow.PacketIn, bool, error
 			if ok && tag == s.c.Tag && kind == kindCatch {
 				return pin, true, nil
 			}
+			s.foreign++
 		case <-timer.C:
 			return openflow.PacketIn{}, false, nil
 		case <-ctx.Done():

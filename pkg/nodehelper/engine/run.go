@@ -62,6 +62,8 @@ type session struct {
 	cookie uint64
 	ctlID  uint16
 	start  time.Time
+	// foreign counts packet-ins that were not this trace's.
+	foreign int
 }
 
 func (c Common) hardTimeout() uint16 {
@@ -213,6 +215,9 @@ func (s *session) ready(role report.Role, flows int, port, match string) error {
 type Outcome struct {
 	ExitCode int
 	Result   report.NodeResult
+	// ForeignPacketIns counts packet-ins that were not this trace's: with
+	// its own controller id there should be none.
+	ForeignPacketIns int
 }
 
 // watch turns the real packet's packet-ins into observations until the
@@ -245,6 +250,7 @@ func (s *session) watch(ctx context.Context, role report.Role, t ofproto.Trace, 
 			}
 			tag, kind, hop, _, ok := ParseUserdata(pin.Userdata)
 			if !ok || tag != s.c.Tag || (kind != kindCopy && kind != kindMiss) {
+				s.foreign++
 				continue
 			}
 			i := NoteObserved(t, observed, int(hop))
@@ -355,7 +361,7 @@ func (s *session) finish(res report.NodeResult, t ofproto.Trace, observed []bool
 	}
 	c := code
 	err := s.c.Out.Write(report.Line{Type: report.TypeResult, Result: &res, Explanation: ex, ExitCode: &c})
-	return Outcome{ExitCode: code, Result: res}, err
+	return Outcome{ExitCode: code, Result: res, ForeignPacketIns: s.foreign}, err
 }
 
 // ErrNotSeen is returned by Receive when no tagged packet arrived in time.

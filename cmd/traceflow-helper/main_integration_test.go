@@ -1,0 +1,148 @@
+//go:build integration
+
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/kubectl-traceflow/kubectl-traceflow/internal/testenv"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/ovstest"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/report"
+)
+
+// helper runs this test binary as traceflow-helper.
+func helper(args ...string) *exec.Cmd {
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), "TRACEFLOW_HELPER_MAIN=1")
+	return cmd
+}
+
+func runHelper(t *testing.T, args ...string) (int, []report.Line, string) {
+	t.Helper()
+	cmd := helper(args...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	var lines []report.Line
+	r := report.NewReader(&out)
+	for {
+		l, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("helper printed a bad line: %v\nstdout:\n%s", err, out.String())
+		}
+		lines = append(lines, l)
+	}
+	return code, lines, errb.String()
+}
+
+func newNode(t *testing.T) (*ovstest.Node, *ovstest.Pod, *ovstest.Pod) {
+	t.Helper()
+	testenv.RequireOVS(t)
+	testenv.RequireCommands(t, "ethtool")
+	n := ovstest.NewNode(t, 1)
+	a := n.AddPod("default", "pod-a", 2)
+	b := n.AddPod("default", "pod-b", 3)
+	n.Pipeline()
+	return n, a, b
+}
+
+// The CLI's exit codes and JSON lines: 0 delivered, 2 dropped, 3 not seen,
+// 4 setup failure; ready first, result last.
+func TestIntegrationCLIExitCodes(t *testing.T) {
+	n, a, b := newNode(t)
+	base := []string{"--ovs-rundir", n.Dir, "--bridge", n.Bridge, "--node", "node1"}
+	code, lines, stderr := runHelper(t, append([]string{"trace", "--source-pod", "default/pod-a", "--destination", b.IP.String(), "--tcp", "80", "--tag", "7"}, base...)...)
+	if code != 0 || len(lines) < 3 || lines[0].Type != report.TypeReady || lines[len(lines)-1].Type != report.TypeResult {
+		t.Fatalf("delivered trace: exit %d, lines %+v, stderr %s", code, lines, stderr)
+	}
+	if r := lines[0].Ready; r.HelperVersion == "" || r.Tag != 7 || r.Node != "node1" || r.SourcePort != a.Port {
+		t.Errorf("ready line %+v", r)
+	}
+	n.DenyIngress(b)
+	if code, lines, _ = runHelper(t, append([]string{"trace", "--in-port", a.Port, "--destination", b.IP.String(), "--udp", "53", "--tag", "8"}, base...)...); code != 2 {
+		t.Errorf("dropped trace: exit %d, want 2: %+v", code, lines)
+	}
+	if code, _, stderr = runHelper(t, append([]string{"receive", "--tag", "9", "--timeout", "300ms"}, base...)...); code != 4 || !strings.Contains(stderr, "no tunnel port") {
+		t.Errorf("receive without tunnels: exit %d, want 4: %s", code, stderr)
+	}
+	if code, lines, _ = runHelper(t, "trace", "--ovs-rundir", n.Dir, "--bridge", "br-nope", "--in-port", a.Port, "--destination", b.IP.String()); code != 4 || lines[len(lines)-1].Type != report.TypeError {
+		t.Errorf("unknown bridge: exit %d, want 4 and an error line: %+v", code, lines)
+	}
+}
+
+// Done-when 8 (SIGKILL): a receiver killed mid-trace leaves flows that
+// expire within timeout + 1 s; the ready line comes only after the flows
+// are installed.
+func TestIntegrationSIGKILLLeavesNothing(t *testing.T) {
+	n, _, _ := newNode(t)
+	other := ovstest.NewNode(t, 2)
+	ovstest.Join(n, other)
+	const timeout = 2 * time.Second
+	cmd := helper("receive", "--ovs-rundir", n.Dir, "--bridge", n.Bridge, "--tag", "33", "--timeout", timeout.String())
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(stdout).ReadBytes('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready, err := report.ParseLine(line)
+	if err != nil || ready.Type != report.TypeReady {
+		t.Fatalf("first line %q: %v", line, err)
+	}
+	filter := "cookie=" + ready.Ready.Cookie + "/0xffffffffffffff00"
+	if got := strings.Count(n.DumpFlows(filter), "cookie="); got != ready.Ready.Flows || got == 0 {
+		t.Fatalf("at ready, %d flows with the trace's cookie, want %d", got, ready.Ready.Flows)
+	}
+	killed := time.Now()
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	for time.Since(killed) < timeout+time.Second {
+		if strings.Count(n.DumpFlows(filter), "cookie=") == 0 {
+			t.Logf("flows gone %s after SIGKILL (timeout %s)", time.Since(killed).Round(10*time.Millisecond), timeout)
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("flows with the trace's cookie remain %s after SIGKILL:\n%s", timeout+time.Second, n.DumpFlows(filter))
+}
+
+// A receiver that sees nothing exits 3 with a result line, leaving nothing.
+func TestIntegrationCLIReceiveNotSeen(t *testing.T) {
+	n, _, _ := newNode(t)
+	other := ovstest.NewNode(t, 2)
+	ovstest.Join(n, other)
+	code, lines, stderr := runHelper(t, "receive", "--ovs-rundir", n.Dir, "--bridge", n.Bridge, "--tag", "34", "--timeout", "500ms")
+	if code != 3 || lines[len(lines)-1].Type != report.TypeResult {
+		t.Fatalf("exit %d, want 3 with a result line: %+v %s", code, lines, stderr)
+	}
+	if f := n.DumpFlows(fmt.Sprintf("cookie=%s/0xffffffffffffff00", lines[0].Ready.Cookie)); strings.Contains(f, "cookie=") {
+		t.Errorf("flows remain:\n%s", f)
+	}
+}

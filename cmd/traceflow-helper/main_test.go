@@ -1,0 +1,71 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"strings"
+	"testing"
+)
+
+// TestMain lets integration tests run this binary as the helper: with
+// TRACEFLOW_HELPER_MAIN=1 the test binary is traceflow-helper.
+func TestMain(m *testing.M) {
+	if os.Getenv("TRACEFLOW_HELPER_MAIN") == "1" {
+		main()
+	}
+	os.Exit(m.Run())
+}
+
+func TestUsageErrors(t *testing.T) {
+	for name, tc := range map[string]struct {
+		args []string
+		want string
+	}{
+		"no command":          {nil, "Usage:"},
+		"unknown command":     {[]string{"frobnicate"}, "unknown command"},
+		"receive no tag":      {[]string{"receive"}, "--tag is required"},
+		"tag out of range":    {[]string{"receive", "--tag", "64"}, "out of range"},
+		"no source":           {[]string{"trace", "--destination", "10.0.0.1"}, "exactly one of --source-pod"},
+		"two protocols":       {[]string{"trace", "--in-port", "p", "--destination", "10.0.0.1", "--udp", "53", "--icmp"}, "at most one"},
+		"bad destination":     {[]string{"trace", "--in-port", "p", "--destination", "nope"}, "want an IP address"},
+		"bad timeout":         {[]string{"trace", "--in-port", "p", "--destination", "10.0.0.1", "--timeout", "0s"}, "out of range"},
+		"stray argument":      {[]string{"trace", "extra"}, "unexpected arguments"},
+		"bad destination mac": {[]string{"trace", "--in-port", "p", "--destination", "10.0.0.1", "--destination-mac", "zz"}, "--destination-mac"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			if code := run(context.Background(), tc.args, &out, &errb); code != 1 {
+				t.Fatalf("exit code %d, want 1 (stderr %q)", code, errb.String())
+			}
+			if !strings.Contains(errb.String(), tc.want) {
+				t.Errorf("stderr %q does not say %q", errb.String(), tc.want)
+			}
+			if out.Len() != 0 {
+				t.Errorf("stdout %q, want nothing on a usage error", out.String())
+			}
+		})
+	}
+}
+
+func TestHelpAndVersion(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"--help"}, &out, &errb); code != 0 || !strings.Contains(out.String(), "traceflow-helper receive") {
+		t.Fatalf("--help: exit %d, %q", code, out.String())
+	}
+	out.Reset()
+	if code := run(context.Background(), []string{"version"}, &out, &errb); code != 0 || !strings.HasPrefix(out.String(), "traceflow-helper ") {
+		t.Fatalf("version: exit %d, %q", code, out.String())
+	}
+}
+
+func TestSetupErrorIsJSONAndExit4(t *testing.T) {
+	var out, errb bytes.Buffer
+	code := run(context.Background(), []string{"receive", "--tag", "5", "--ovs-rundir", t.TempDir()}, &out, &errb)
+	if code != 4 {
+		t.Fatalf("exit code %d, want 4; stderr %q", code, errb.String())
+	}
+	if !strings.Contains(out.String(), `"type":"error"`) || !strings.Contains(out.String(), `"code":"setup"`) {
+		t.Errorf("stdout %q lacks a setup error line", out.String())
+	}
+}
