@@ -75,9 +75,9 @@ func (t *timeoutValue) Set(s string) error {
 	lo, hi := traceflow.MinTimeoutSeconds*time.Second, traceflow.MaxTimeoutSeconds*time.Second
 	switch {
 	case err != nil:
-		return fmt.Errorf("not a duration: write e.g. --timeout 30s (from %s to %s)", lo, hi)
+		return fmt.Errorf("not a duration: write e.g. --timeout 30s (from %ds to %ds)", traceflow.MinTimeoutSeconds, traceflow.MaxTimeoutSeconds)
 	case d < lo || d > hi:
-		return fmt.Errorf("outside %s to %s: write e.g. --timeout 30s", lo, hi)
+		return fmt.Errorf("outside %ds to %ds: write e.g. --timeout 30s", traceflow.MinTimeoutSeconds, traceflow.MaxTimeoutSeconds)
 	case d%time.Second != 0:
 		return fmt.Errorf("not whole seconds: write e.g. --timeout %s", d.Round(time.Second).String())
 	}

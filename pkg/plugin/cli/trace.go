@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -151,7 +152,7 @@ func (o *TraceOptions) Validate() error {
 		}
 	}
 	if len(protocols) > 1 {
-		return exitcode.UsageErrorf("%v choose different protocols: give only one of --tcp PORT, --udp PORT and --icmp", protocols)
+		return exitcode.UsageErrorf("%s choose different protocols: give only one of --tcp PORT, --udp PORT and --icmp", strings.Join(protocols, " and "))
 	}
 	if o.changed("icmp") && !o.icmp && len(protocols) == 1 {
 		return exitcode.UsageErrorf("--icmp=false chooses no protocol: give --tcp PORT or --udp PORT, or leave --icmp out")
