@@ -1,0 +1,77 @@
+// Package helpermode is the plugin acting as the Traceflow controller where
+// no agent runs: it claims a tag, records the trace, starts helper pods on
+// the receiver nodes and then the sender, follows their reports, merges them
+// into the record and the view, and removes everything it created on every
+// exit path.
+package helpermode
+
+import (
+	"context"
+	"io"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/helperpod"
+)
+
+// Cluster is what the runner needs of the API server.
+type Cluster interface {
+	CreatePod(ctx context.Context, pod *corev1.Pod) error
+	// DeletePods deletes every helper pod of trace, at once.
+	DeletePods(ctx context.Context, namespace, trace string) error
+	// WatchPods watches the helper pods of trace.
+	WatchPods(ctx context.Context, namespace, trace string) (watch.Interface, error)
+	// WatchEvents watches the events about pods in namespace.
+	WatchEvents(ctx context.Context, namespace string) (watch.Interface, error)
+	// Logs follows the output of a pod's helper container.
+	Logs(ctx context.Context, namespace, pod string) (io.ReadCloser, error)
+}
+
+// NewCluster returns a Cluster over a clientset.
+func NewCluster(cs kubernetes.Interface) Cluster { return clientsetCluster{cs} }
+
+type clientsetCluster struct{ cs kubernetes.Interface }
+
+func traceSelector(trace string) string {
+	return helperpod.ManagedByLabel + "=" + helperpod.ManagedByValue + "," + helperpod.TraceLabel + "=" + trace
+}
+
+func (c clientsetCluster) CreatePod(ctx context.Context, pod *corev1.Pod) error {
+	_, err := c.cs.CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{FieldManager: helperpod.ManagedByValue})
+	return err
+}
+
+func (c clientsetCluster) DeletePods(ctx context.Context, namespace, trace string) error {
+	// Grace period 0: the helper removes its flows on SIGTERM at once, and
+	// the trace's flows expire by hard_timeout anyway.
+	err := c.cs.CoreV1().Pods(namespace).DeleteCollection(ctx,
+		metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))},
+		metav1.ListOptions{LabelSelector: traceSelector(trace)})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+func (c clientsetCluster) WatchPods(ctx context.Context, namespace, trace string) (watch.Interface, error) {
+	return c.cs.CoreV1().Pods(namespace).Watch(ctx, metav1.ListOptions{LabelSelector: traceSelector(trace)})
+}
+
+func (c clientsetCluster) WatchEvents(ctx context.Context, namespace string) (watch.Interface, error) {
+	return c.cs.CoreV1().Events(namespace).Watch(ctx, metav1.ListOptions{
+		FieldSelector: fields.OneTermEqualSelector("involvedObject.kind", "Pod").String(),
+	})
+}
+
+func (c clientsetCluster) Logs(ctx context.Context, namespace, pod string) (io.ReadCloser, error) {
+	return c.cs.CoreV1().Pods(namespace).GetLogs(pod, &corev1.PodLogOptions{
+		Container: helperpod.ContainerName,
+		Follow:    true,
+	}).Stream(ctx)
+}

@@ -1,0 +1,225 @@
+package helpermode
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/report"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/helperpod"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/traceflow"
+)
+
+// fakeCluster plays the kubelets and the helpers: a created pod goes
+// Pending, then Running, and its log says what its node's script says.
+type fakeCluster struct {
+	mu      sync.Mutex
+	pods    *chanWatch
+	events  *chanWatch
+	logs    map[string]*io.PipeWriter
+	readers map[string]*io.PipeReader
+	created []*corev1.Pod
+	deleted []string // trace names whose pods were deleted
+	// script runs for each created pod, in its own goroutine: it may send
+	// pod updates and events, and write report lines.
+	script func(f *fakeCluster, p *corev1.Pod)
+	// ready is closed for each pod name when its log stream is opened.
+	opened map[string]chan struct{}
+}
+
+func newFakeCluster(script func(f *fakeCluster, p *corev1.Pod)) *fakeCluster {
+	return &fakeCluster{
+		pods:    newChanWatch(),
+		events:  newChanWatch(),
+		logs:    map[string]*io.PipeWriter{},
+		readers: map[string]*io.PipeReader{},
+		opened:  map[string]chan struct{}{},
+		script:  script,
+	}
+}
+
+func (f *fakeCluster) CreatePod(_ context.Context, p *corev1.Pod) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, c := range f.created {
+		if c.Name == p.Name {
+			return apierrors.NewAlreadyExists(schema.GroupResource{Resource: "pods"}, p.Name)
+		}
+	}
+	p = p.DeepCopy()
+	f.created = append(f.created, p)
+	r, w := io.Pipe()
+	f.logs[p.Name], f.readers[p.Name] = w, r
+	f.opened[p.Name] = make(chan struct{})
+	go f.script(f, p.DeepCopy())
+	return nil
+}
+
+func (f *fakeCluster) DeletePods(_ context.Context, _, trace string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.deleted = append(f.deleted, trace)
+	for _, w := range f.logs {
+		_ = w.CloseWithError(io.EOF)
+	}
+	return nil
+}
+
+func (f *fakeCluster) WatchPods(context.Context, string, string) (watch.Interface, error) {
+	return f.pods, nil
+}
+
+func (f *fakeCluster) WatchEvents(context.Context, string) (watch.Interface, error) {
+	return f.events, nil
+}
+
+func (f *fakeCluster) Logs(_ context.Context, _, pod string) (io.ReadCloser, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	r, ok := f.readers[pod]
+	if !ok {
+		return nil, fmt.Errorf("no pod %s", pod)
+	}
+	close(f.opened[pod])
+	return r, nil
+}
+
+func (f *fakeCluster) createdNames() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var n []string
+	for _, p := range f.created {
+		n = append(n, p.Labels[helperpod.RoleLabel]+"@"+p.Spec.NodeName)
+	}
+	return n
+}
+
+// setState sends a pod update with the container in state s.
+func (f *fakeCluster) setState(p *corev1.Pod, phase corev1.PodPhase, s corev1.ContainerState) {
+	p = p.DeepCopy()
+	p.Status.Phase = phase
+	p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: helperpod.ContainerName, State: s}}
+	f.pods.ch <- watch.Event{Type: watch.Modified, Object: p}
+}
+
+func (f *fakeCluster) run(p *corev1.Pod) {
+	f.setState(p, corev1.PodPending, corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}})
+	f.setState(p, corev1.PodRunning, corev1.ContainerState{Running: &corev1.ContainerStateRunning{}})
+	f.mu.Lock()
+	opened := f.opened[p.Name]
+	f.mu.Unlock()
+	<-opened
+}
+
+func (f *fakeCluster) event(p *corev1.Pod, reason, msg string) {
+	f.events.ch <- watch.Event{Type: watch.Added, Object: &corev1.Event{InvolvedObject: corev1.ObjectReference{Kind: "Pod", Name: p.Name}, Reason: reason, Message: msg}}
+}
+
+// write prints report lines (or raw text, for a string) on p's log.
+func (f *fakeCluster) write(p *corev1.Pod, lines ...any) {
+	f.mu.Lock()
+	w := f.logs[p.Name]
+	f.mu.Unlock()
+	for _, l := range lines {
+		var b []byte
+		switch l := l.(type) {
+		case string:
+			b = []byte(l)
+		case report.Line:
+			l.Version = report.SchemaVersion
+			b, _ = json.Marshal(l)
+		}
+		if _, err := w.Write(append(b, '\n')); err != nil {
+			return
+		}
+	}
+}
+
+func (f *fakeCluster) end(p *corev1.Pod) {
+	f.mu.Lock()
+	w := f.logs[p.Name]
+	f.mu.Unlock()
+	_ = w.Close()
+}
+
+func readyLine(role report.Role) report.Line {
+	return report.Line{Type: report.TypeReady, Ready: &report.Ready{HelperVersion: "v-test", Mode: role, Bridge: "br-int", Tag: 7}}
+}
+
+func obsLine(o report.Observation, table uint8, name, flow string) report.Line {
+	return report.Line{Type: report.TypeObservation, Observation: &o, Hop: &report.Hop{Table: table, TableName: name, Flow: flow, Cookie: "0x7f00000000000007"}}
+}
+
+func resultLine(node string, role report.Role, code int, obs ...report.Observation) report.Line {
+	return report.Line{Type: report.TypeResult, Result: &report.NodeResult{Node: node, Role: role, Observations: obs}, ExitCode: &code}
+}
+
+// fakeRecords is an in-memory traceflow.Client.
+type fakeRecords struct {
+	mu      sync.Mutex
+	objects map[string]*traceflow.Traceflow
+	updates int
+}
+
+func (r *fakeRecords) Create(_ context.Context, tf *traceflow.Traceflow) (*traceflow.Traceflow, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c := clone(tf)
+	c.Status = traceflow.Status{} // the status subresource ignores status on create
+	c.ResourceVersion = "1"
+	r.objects[c.Name] = c
+	return clone(c), nil
+}
+
+func (r *fakeRecords) Get(_ context.Context, name string) (*traceflow.Traceflow, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if o, ok := r.objects[name]; ok {
+		return clone(o), nil
+	}
+	return nil, apierrors.NewNotFound(schema.GroupResource{Group: traceflow.Group, Resource: traceflow.Resource}, name)
+}
+
+func (r *fakeRecords) UpdateStatus(_ context.Context, tf *traceflow.Traceflow) (*traceflow.Traceflow, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	cur, ok := r.objects[tf.Name]
+	if !ok {
+		return nil, apierrors.NewNotFound(schema.GroupResource{Group: traceflow.Group, Resource: traceflow.Resource}, tf.Name)
+	}
+	if cur.ResourceVersion != tf.ResourceVersion {
+		return nil, apierrors.NewConflict(schema.GroupResource{Group: traceflow.Group, Resource: traceflow.Resource}, tf.Name, fmt.Errorf("stale"))
+	}
+	c := clone(tf)
+	r.updates++
+	c.ResourceVersion = fmt.Sprint(r.updates + 1)
+	r.objects[c.Name] = c
+	return clone(c), nil
+}
+
+func (r *fakeRecords) Delete(_ context.Context, name string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.objects, name)
+	return nil
+}
+
+func (r *fakeRecords) Watch(context.Context, string) (watch.Interface, error) {
+	return watch.NewEmptyWatch(), nil
+}
+
+
+// chanWatch is a watch whose channel is never closed, so that the scripts
+// of fake helpers may still send after the runner stopped watching.
+type chanWatch struct{ ch chan watch.Event }
+
+func newChanWatch() *chanWatch                      { return &chanWatch{ch: make(chan watch.Event, 1000)} }
+func (w *chanWatch) Stop()                          {}
+func (w *chanWatch) ResultChan() <-chan watch.Event { return w.ch }

@@ -1,0 +1,146 @@
+package helpermode
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/report"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/view"
+)
+
+// onLine folds one line of a helper's report into the trace.
+func (t *tracer) onLine(ctx context.Context, m lineMsg) (view.Verdict, string, error, bool) {
+	h := t.helpers[m.pod]
+	if h == nil || h.ended {
+		return "", "", nil, false
+	}
+	switch {
+	case m.eof != nil:
+		h.ended = true
+		if h.result == nil {
+			why := "its output ended without a result"
+			if !errors.Is(m.eof, io.EOF) {
+				why = m.eof.Error()
+			}
+			if len(h.noise) > 0 {
+				why += ": " + strings.Join(h.noise, " | ")
+			}
+			return t.fail(h, why+" (check the helper image and the node's OVS)")
+		}
+		return t.checkDone()
+	case m.text != "":
+		h.addNoise(m.text)
+		return "", "", nil, false
+	}
+	l := m.line
+	at := l.Time
+	if at.IsZero() {
+		at = t.r.Now()
+	}
+	switch l.Type {
+	case report.TypeReady:
+		h.ready, h.waiting = true, ""
+		t.r.Emit(view.HelperReady{At: view.At{Time: at}, Node: h.node, Role: h.role, Version: l.Ready.HelperVersion})
+		if h == t.sender {
+			// The sender injects as soon as its flows are in: its ready
+			// line is the moment of injection, give or take microseconds.
+			t.r.Emit(view.Injected{At: view.At{Time: at}, Node: h.node})
+			return "", "", nil, false
+		}
+		if err := t.maybeStartSender(ctx); err != nil {
+			return view.Failed, err.Error(), err, true
+		}
+	case report.TypeObservation:
+		hop := hopFrom(h.node, h.role, l)
+		t.hops = append(t.hops, view.TimedHop{Hop: hop, At: at})
+		t.r.Emit(view.Observed{At: view.At{Time: at}, Hop: hop})
+		if err := t.rec.add(ctx, h.node, h.role, *l.Observation, at); err != nil {
+			return view.Failed, err.Error(), apiFailure(err, "update", "traceflows/status", ""), true
+		}
+		if terminal(l.Observation.Action) {
+			t.end = &hop
+			// A helper's lines arrive in order, so the sender's own end is
+			// final at once; a receiver's waits for the sender's report to
+			// be complete, because the two logs race to the plugin.
+			return t.checkDone()
+		}
+	case report.TypeResult:
+		h.result, h.ended = l.Result, true
+		return t.checkDone()
+	case report.TypeError:
+		return t.fail(h, l.Error.Message)
+	}
+	return "", "", nil, false
+}
+
+// checkDone ends the trace once no helper can still report its end: every
+// helper has ended, or the sender has and its packet went into no tunnel.
+func (t *tracer) checkDone() (view.Verdict, string, error, bool) {
+	if t.end != nil && (t.end.Node == t.sender.node || t.sender.ended) {
+		v := view.FromHops(t.hops)
+		return v, describe(v, *t.end), nil, true
+	}
+	if !t.sender.ended {
+		return "", "", nil, false
+	}
+	tunnelled := false
+	for _, h := range t.hops {
+		if h.Node == t.sender.node && h.Observation.TunnelDstIP != "" {
+			tunnelled = true
+		}
+	}
+	if tunnelled {
+		for _, h := range t.helpers {
+			if h.created && !h.ended {
+				return "", "", nil, false
+			}
+		}
+	}
+	v := view.FromHops(t.hops)
+	if v != view.Incomplete {
+		return v, describe(v, t.hops[len(t.hops)-1].Hop), nil, true
+	}
+	reason := fmt.Sprintf("the probe was not seen on %s within %s", t.sender.node, t.cfg.Timeout)
+	if tunnelled {
+		reason = fmt.Sprintf("the probe went into the tunnel on %s but no receiver reported it within %s: check the underlay between the nodes", t.sender.node, t.cfg.Timeout)
+	} else if len(t.hops) > 0 {
+		last := t.hops[len(t.hops)-1]
+		reason = fmt.Sprintf("the probe's last hop was %s %s on %s and nothing after it within %s", last.Observation.Component, last.Observation.Action, last.Node, t.cfg.Timeout)
+	}
+	return view.Incomplete, reason, nil, true
+}
+
+// describe says in one sentence where the packet's path ended.
+func describe(v view.Verdict, h view.Hop) string {
+	o := h.Observation
+	where := fmt.Sprintf("on %s", h.Node)
+	table := h.TableName
+	if table == "" {
+		table = fmt.Sprint(h.TableID)
+	}
+	switch v {
+	case view.Delivered:
+		if o.Pod != "" {
+			return fmt.Sprintf("delivered to %s %s", o.Pod, where)
+		}
+		return "delivered " + where
+	case view.ForwardedOutOfNetwork:
+		return "left the cluster network " + where
+	case view.Dropped, view.Rejected:
+		s := fmt.Sprintf("%s %s by table %s", strings.ToLower(string(v)), where, table)
+		if o.NetworkPolicy != "" {
+			s += ", NetworkPolicy " + o.NetworkPolicy
+			if o.NetworkPolicyRule != "" {
+				s += " rule " + o.NetworkPolicyRule
+			}
+		}
+		if h.Flow != "" {
+			s += " (flow " + h.Flow + ")"
+		}
+		return s
+	}
+	return string(v)
+}

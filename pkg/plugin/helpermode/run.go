@@ -1,0 +1,372 @@
+package helpermode
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/report"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/exitcode"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/helperpod"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/tagalloc"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/traceflow"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/view"
+)
+
+// Config is how helper pods are run.
+type Config struct {
+	Namespace  string
+	Image      string
+	PullPolicy corev1.PullPolicy
+	OVSRunDir  string
+	Bridge     string
+	Timeout    time.Duration
+	// Keep leaves the Traceflow record in place after the trace.
+	Keep bool
+}
+
+// Plan is one trace: where its helpers run and what the sender injects.
+type Plan struct {
+	Trace string
+	// View is the start of the trace as the user sees it; the runner fills
+	// in its time and tag.
+	View view.TraceStarted
+	// Sender is the source pod's node; Receivers the other nodes where the
+	// packet may arrive through a tunnel.
+	Sender     string
+	Receivers  []string
+	SenderArgs []string
+	// Record is the trace record; with RecordAsCR it is created as a
+	// Traceflow object and its status kept up to date (only where no
+	// Antrea controller would act on it).
+	Record     *traceflow.Traceflow
+	RecordAsCR bool
+}
+
+// Runner runs helper-mode traces.
+type Runner struct {
+	Cluster Cluster
+	Tags    *tagalloc.Allocator
+	Records traceflow.Client
+	Now     func() time.Time
+	Emit    func(view.Update)
+	// InUse returns the tags held by other engines' traces; may be nil.
+	InUse func(ctx context.Context) (map[uint8]bool, error)
+}
+
+// Outcome is how a trace ended.
+type Outcome struct {
+	Verdict view.Verdict
+	Reason  string
+	Tag     uint8
+	Results []report.NodeResult
+	// Record is the final trace record (the object, or its in-memory form).
+	Record *traceflow.Traceflow
+}
+
+// startupBudget bounds the time to start the helpers, on top of the trace's
+// own timeout; it matches the helper pods' activeDeadlineSeconds slack.
+const startupBudget = 60 * time.Second
+
+// cleanupBudget bounds the deletions after the trace, Ctrl-C included.
+const cleanupBudget = 5 * time.Second
+
+// Run runs plan and removes what it created before returning, whatever
+// happens: helper pods, the tag's claim and, unless cfg.Keep, the record.
+func (r *Runner) Run(ctx context.Context, cfg Config, plan Plan) (out Outcome, err error) {
+	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout+startupBudget)
+	defer cancel()
+	cleanupCtx := func() (context.Context, context.CancelFunc) {
+		return context.WithTimeout(context.WithoutCancel(ctx), cleanupBudget)
+	}
+
+	inUse := map[uint8]bool{}
+	if r.InUse != nil {
+		if inUse, err = r.InUse(ctx); err != nil {
+			return out, exitcode.Errorf(exitcode.Setup, "find the tags of running traces: %w", err)
+		}
+	}
+	claim, err := r.Tags.Acquire(ctx, plan.Trace, cfg.Timeout+startupBudget, inUse)
+	if errors.Is(err, tagalloc.ErrExhausted) {
+		return out, exitcode.Errorf(exitcode.Setup, "%w: wait for them to finish, or run `kubectl traceflow cleanup` to free tags left by a killed plugin", err)
+	}
+	if err != nil {
+		return out, apiFailure(err, "create", "leases.coordination.k8s.io", cfg.Namespace)
+	}
+	defer func() {
+		c, cancel := cleanupCtx()
+		defer cancel()
+		err = errors.Join(err, claim.Release(c))
+	}()
+	out.Tag = claim.Tag
+
+	rec := newRecorder(r.Records, plan.Record, plan.RecordAsCR, cfg.Keep)
+	started := plan.View
+	started.Time, started.Tag = r.Now(), claim.Tag
+	r.Emit(started)
+	if err := rec.start(ctx, claim.Tag, r.Now()); err != nil {
+		return out, apiFailure(err, "create", "traceflows.crd.antrea.io", "")
+	}
+	defer func() {
+		c, cancel := cleanupCtx()
+		defer cancel()
+		err = errors.Join(err, rec.cleanup(c))
+	}()
+
+	// Watch before creating, so no status change of a helper is missed.
+	pods, err := r.Cluster.WatchPods(ctx, cfg.Namespace, plan.Trace)
+	if err != nil {
+		return out, apiFailure(err, "watch", "pods", cfg.Namespace)
+	}
+	defer pods.Stop()
+	events, err := r.Cluster.WatchEvents(ctx, cfg.Namespace)
+	if err != nil {
+		return out, apiFailure(err, "watch", "events", cfg.Namespace)
+	}
+	defer events.Stop()
+	defer func() {
+		c, cancel := cleanupCtx()
+		defer cancel()
+		if derr := r.Cluster.DeletePods(c, cfg.Namespace, plan.Trace); derr != nil {
+			err = errors.Join(err, fmt.Errorf("delete helper pods (run `kubectl traceflow cleanup`): %w", derr))
+		}
+	}()
+
+	t := &tracer{r: r, cfg: cfg, plan: plan, tag: claim.Tag, rec: rec, lines: make(chan lineMsg, 16), helpers: map[string]*helper{}}
+	out.Verdict, out.Reason, err = t.loop(ctx, pods, events)
+	out.Results = rec.results()
+	r.Emit(view.Finished{At: view.At{Time: r.Now()}, Verdict: out.Verdict, Reason: out.Reason})
+	if ferr := rec.finish(ctx, out.Verdict, out.Reason); ferr != nil && err == nil {
+		err = apiFailure(ferr, "update", "traceflows/status", "")
+	}
+	out.Record = rec.tf
+	return out, err
+}
+
+type lineMsg struct {
+	pod  string
+	line report.Line
+	// text is a line that is not a report line; eof ends the stream.
+	text string
+	eof  error
+}
+
+type tracer struct {
+	r       *Runner
+	cfg     Config
+	plan    Plan
+	tag     uint8
+	rec     *recorder
+	lines   chan lineMsg
+	helpers map[string]*helper // by pod name
+	sender  *helper
+	hops    []view.TimedHop
+	// end is the hop where the packet's path ended, once one reported it.
+	end *view.Hop
+}
+
+func (t *tracer) newHelper(node string, role helperpod.Role) *helper {
+	name := helperpod.Name(t.plan.Trace, role, node)
+	h := &helper{node: node, role: podRole(role), pod: name}
+	t.helpers[name] = h
+	return h
+}
+
+// create starts a helper pod.
+func (t *tracer) create(ctx context.Context, h *helper, role helperpod.Role) error {
+	args := []string(nil)
+	if role == helperpod.RoleSender {
+		args = t.plan.SenderArgs
+	}
+	pod, err := helperpod.Build(helperpod.Params{
+		TraceName: t.plan.Trace, Namespace: t.cfg.Namespace, Node: h.node, Role: role,
+		Image: t.cfg.Image, PullPolicy: t.cfg.PullPolicy, OVSRunDir: t.cfg.OVSRunDir,
+		Bridge: t.cfg.Bridge, Tag: t.tag, Timeout: t.cfg.Timeout, Args: args,
+	})
+	if err != nil {
+		return exitcode.Wrap(exitcode.Setup, err)
+	}
+	if err := t.r.Cluster.CreatePod(ctx, pod); err != nil {
+		return apiFailure(err, "create", "pods", t.cfg.Namespace)
+	}
+	h.created = true
+	t.r.Emit(view.HelperWaiting{At: view.At{Time: t.r.Now()}, Node: h.node, Role: h.role, Reason: "scheduled"})
+	return nil
+}
+
+// loop starts the helpers (receivers first, the sender once every receiver
+// is ready) and folds their reports until the verdict is known.
+func (t *tracer) loop(ctx context.Context, pods, events watch.Interface) (view.Verdict, string, error) {
+	receivers := append([]string(nil), t.plan.Receivers...)
+	sort.Strings(receivers)
+	for _, n := range receivers {
+		if err := t.create(ctx, t.newHelper(n, helperpod.RoleReceiver), helperpod.RoleReceiver); err != nil {
+			return view.Failed, err.Error(), err
+		}
+	}
+	t.sender = t.newHelper(t.plan.Sender, helperpod.RoleSender)
+	if err := t.maybeStartSender(ctx); err != nil {
+		return view.Failed, err.Error(), err
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return view.Incomplete, "no verdict within the trace's timeout plus the helpers' start-up time", nil
+			}
+			return view.Incomplete, "interrupted", exitcode.Errorf(exitcode.Timeout, "trace interrupted before it completed; its helper pods and tag were removed")
+		case e, ok := <-pods.ResultChan():
+			if !ok {
+				return view.Failed, "pod watch closed", exitcode.Errorf(exitcode.Setup, "the API server closed the watch on helper pods: run the trace again")
+			}
+			if v, reason, err, done := t.onPod(ctx, e); done {
+				return v, reason, err
+			}
+		case e, ok := <-events.ResultChan():
+			if !ok {
+				events = watch.NewEmptyWatch() // events are a nicety; carry on without them
+				continue
+			}
+			if v, reason, err, done := t.onEvent(e); done {
+				return v, reason, err
+			}
+		case m := <-t.lines:
+			if v, reason, err, done := t.onLine(ctx, m); done {
+				return v, reason, err
+			}
+		}
+	}
+}
+
+// maybeStartSender creates the sender once every receiver is ready. No
+// sleep: receivers say "ready" only after their flows are installed.
+func (t *tracer) maybeStartSender(ctx context.Context) error {
+	if t.sender.created {
+		return nil
+	}
+	for _, h := range t.helpers {
+		if h.role == report.RoleReceiver && !h.ready {
+			return nil
+		}
+	}
+	return t.create(ctx, t.sender, helperpod.RoleSender)
+}
+
+func (t *tracer) fail(h *helper, problem string) (view.Verdict, string, error, bool) {
+	msg := fmt.Sprintf("helper on node %s: %s", h.node, problem)
+	return view.Failed, msg, exitcode.Errorf(exitcode.Setup, "%s", msg), true
+}
+
+func (t *tracer) onPod(ctx context.Context, e watch.Event) (view.Verdict, string, error, bool) {
+	p, ok := e.Object.(*corev1.Pod)
+	if !ok {
+		return "", "", nil, false
+	}
+	h := t.helpers[p.Name]
+	if h == nil || h.ended {
+		return "", "", nil, false
+	}
+	if e.Type == watch.Deleted {
+		return t.fail(h, "its pod was deleted before it reported (by `kubectl traceflow cleanup` or an operator?)")
+	}
+	problem, waiting := podProblem(p, t.cfg.Image)
+	if problem != "" && !h.streaming {
+		return t.fail(h, problem)
+	}
+	if waiting != "" && waiting != h.waiting && !h.ready {
+		h.waiting = waiting
+		t.r.Emit(view.HelperWaiting{At: view.At{Time: t.r.Now()}, Node: h.node, Role: h.role, Reason: waiting})
+	}
+	if !h.streaming && started(p) {
+		h.streaming = true
+		go t.follow(ctx, p.Namespace, p.Name)
+	}
+	return "", "", nil, false
+}
+
+func (t *tracer) onEvent(e watch.Event) (view.Verdict, string, error, bool) {
+	ev, ok := e.Object.(*corev1.Event)
+	if !ok {
+		return "", "", nil, false
+	}
+	h := t.helpers[ev.InvolvedObject.Name]
+	if h == nil || h.ready || h.ended {
+		return "", "", nil, false
+	}
+	runDir := t.cfg.OVSRunDir
+	if runDir == "" {
+		runDir = helperpod.DefaultOVSRunDir
+	}
+	problem, waiting := eventProblem(ev.Reason, ev.Message, runDir)
+	if problem != "" {
+		return t.fail(h, problem)
+	}
+	if waiting != "" && waiting != h.waiting {
+		h.waiting = waiting
+		t.r.Emit(view.HelperWaiting{At: view.At{Time: t.r.Now()}, Node: h.node, Role: h.role, Reason: waiting})
+	}
+	return "", "", nil, false
+}
+
+// follow streams a helper's log into the loop.
+func (t *tracer) follow(ctx context.Context, ns, pod string) {
+	send := func(m lineMsg) bool {
+		select {
+		case t.lines <- m:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	rc, err := t.r.Cluster.Logs(ctx, ns, pod)
+	if err != nil {
+		send(lineMsg{pod: pod, eof: fmt.Errorf("read its log: %w", err)})
+		return
+	}
+	defer rc.Close() //nolint:errcheck // a read-only stream
+	sc := bufio.NewScanner(rc)
+	sc.Buffer(make([]byte, 64*1024), 8*1024*1024)
+	for sc.Scan() {
+		if len(sc.Bytes()) == 0 {
+			continue
+		}
+		m := lineMsg{pod: pod}
+		l, err := report.ParseLine(sc.Bytes())
+		if err != nil {
+			// Not a report line (a panic's stack trace, a shell error):
+			// kept as text so a failing helper can be quoted.
+			m.text = sc.Text()
+		} else {
+			m.line = l
+		}
+		if !send(m) {
+			return
+		}
+	}
+	end := sc.Err()
+	if end == nil {
+		end = io.EOF
+	}
+	send(lineMsg{pod: pod, eof: end})
+}
+
+// apiFailure classifies an API error: Forbidden names the missing verb and
+// resource; everything else is a setup failure.
+func apiFailure(err error, verb, resource, ns string) error {
+	if apierrors.IsForbidden(err) {
+		where := "cluster-wide"
+		if ns != "" {
+			where = "in namespace " + ns
+		}
+		return exitcode.Errorf(exitcode.Setup, "not allowed to %s %s %s: grant it (see the README's RBAC section) or use --helper-namespace: %w", verb, resource, where, err)
+	}
+	return exitcode.Errorf(exitcode.Setup, "%s %s: %w", verb, resource, err)
+}

@@ -1,0 +1,257 @@
+package helpermode
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/report"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/exitcode"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/helperpod"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/tagalloc"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/traceflow"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/view"
+)
+
+type harness struct {
+	cluster *fakeCluster
+	cs      *fake.Clientset
+	records *fakeRecords
+	mu      sync.Mutex
+	updates []view.Update
+	runner  *Runner
+}
+
+func newHarness(script func(f *fakeCluster, p *corev1.Pod)) *harness {
+	h := &harness{cluster: newFakeCluster(script), cs: fake.NewClientset(), records: &fakeRecords{objects: map[string]*traceflow.Traceflow{}}}
+	h.runner = &Runner{
+		Cluster: h.cluster,
+		Tags:    &tagalloc.Allocator{Leases: h.cs.CoordinationV1().Leases("kube-system"), Now: time.Now},
+		Records: h.records,
+		Now:     time.Now,
+		Emit: func(u view.Update) {
+			h.mu.Lock()
+			h.updates = append(h.updates, u)
+			h.mu.Unlock()
+		},
+	}
+	return h
+}
+
+func (h *harness) leases(t *testing.T) int {
+	l, err := h.cs.CoordinationV1().Leases("kube-system").List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(l.Items)
+}
+
+func cfg() Config {
+	return Config{Namespace: "kube-system", Image: "helper:test", Timeout: 5 * time.Second}
+}
+
+func plan(receivers ...string) Plan {
+	return Plan{
+		Trace: "tf-a-b-xyz", Sender: "n1", Receivers: receivers,
+		SenderArgs: []string{"--source-pod", "default/pod-a", "--destination", "10.244.2.5", "--tcp", "80"},
+		View:       view.TraceStarted{Name: "tf-a-b-xyz", Engine: "helper", Source: "default/pod-a", Destination: "default/pod-b"},
+		Record:     &traceflow.Traceflow{ObjectMeta: metav1.ObjectMeta{Name: "tf-a-b-xyz"}},
+		RecordAsCR: true,
+	}
+}
+
+var (
+	fwdTunnel = report.Observation{Component: report.ComponentForwarding, Action: report.ActionForwarded, TunnelDstIP: "192.168.77.12"}
+	spoof     = report.Observation{Component: report.ComponentSpoofGuard, Action: report.ActionForwarded}
+	received  = report.Observation{Component: report.ComponentForwarding, Action: report.ActionReceived}
+	delivered = report.Observation{Component: report.ComponentForwarding, ComponentInfo: "Output", Action: report.ActionDelivered, Pod: "default/pod-b"}
+	dropped   = report.Observation{Component: report.ComponentNetworkPolicy, ComponentInfo: "IngressDefaultRule", Action: report.ActionDropped, NetworkPolicy: "default/deny"}
+)
+
+// interNode is a two-node trace: the receiver reports the packet only after
+// the sender injected it, and the sender must not exist before the
+// receiver said ready.
+func interNode(t *testing.T) func(f *fakeCluster, p *corev1.Pod) {
+	var receiverReady atomic.Bool
+	injected := make(chan struct{})
+	return func(f *fakeCluster, p *corev1.Pod) {
+		f.run(p)
+		switch p.Labels[helperpod.RoleLabel] {
+		case string(helperpod.RoleReceiver):
+			// Set before the write returns: the runner can act on the line
+			// before this goroutine runs again.
+			receiverReady.Store(true)
+			f.write(p, readyLine(report.RoleReceiver))
+			<-injected
+			f.write(p, obsLine(received, 0, "Classifier", "priority=200,in_port=tun0"),
+				obsLine(delivered, 12, "Output", "priority=200,reg1=0x4"),
+				resultLine("n2", report.RoleReceiver, 0, received, delivered))
+			f.end(p)
+		case string(helperpod.RoleSender):
+			if !receiverReady.Load() {
+				t.Error("sender pod created before the receiver was ready")
+			}
+			f.write(p, readyLine(report.RoleSender))
+			close(injected)
+			f.write(p, obsLine(spoof, 2, "SpoofGuard", "priority=200,ip"), obsLine(fwdTunnel, 7, "L3Forwarding", "priority=200,ip,nw_dst=10.244.2.0/24"),
+				resultLine("n1", report.RoleSender, 0, spoof, fwdTunnel))
+			f.end(p)
+		}
+	}
+}
+
+func TestInterNodeDelivered(t *testing.T) {
+	h := newHarness(interNode(t))
+	out, err := h.runner.Run(context.Background(), cfg(), plan("n2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Verdict != view.Delivered {
+		t.Fatalf("verdict %s (%s)", out.Verdict, out.Reason)
+	}
+	if got := strings.Join(h.cluster.createdNames(), ","); got != "receiver@n2,sender@n1" {
+		t.Errorf("pods created %s, want the receiver first", got)
+	}
+	if len(out.Results) != 2 || out.Results[0].Node != "n1" || out.Results[0].Role != report.RoleSender ||
+		out.Results[1].Node != "n2" || len(out.Results[1].Observations) != 2 || out.Results[1].Observations[0].Action != report.ActionReceived {
+		t.Errorf("merged results %+v", out.Results)
+	}
+	if out.Record.Status.Phase != traceflow.PhaseSucceeded || out.Record.Status.DataplaneTag != int8(out.Tag) {
+		t.Errorf("record status %+v", out.Record.Status)
+	}
+	if len(h.cluster.deleted) != 1 {
+		t.Errorf("helper pods not deleted: %v", h.cluster.deleted)
+	}
+	if n := h.leases(t); n != 0 {
+		t.Errorf("%d tag claims left", n)
+	}
+	if len(h.records.objects) != 0 {
+		t.Errorf("record left without --keep: %v", h.records.objects)
+	}
+	if h.records.updates < 4 {
+		t.Errorf("status written %d times; want it updated as observations arrive", h.records.updates)
+	}
+}
+
+func TestKeepLeavesTheRecordWithMergedStatus(t *testing.T) {
+	h := newHarness(interNode(t))
+	c := cfg()
+	c.Keep = true
+	if _, err := h.runner.Run(context.Background(), c, plan("n2")); err != nil {
+		t.Fatal(err)
+	}
+	tf := h.records.objects["tf-a-b-xyz"]
+	if tf == nil || tf.Status.Phase != traceflow.PhaseSucceeded || len(tf.Status.Results) != 2 {
+		t.Fatalf("kept record %+v", tf)
+	}
+}
+
+func TestIntraNodeDrop(t *testing.T) {
+	h := newHarness(func(f *fakeCluster, p *corev1.Pod) {
+		f.run(p)
+		f.write(p, readyLine(report.RoleSender), obsLine(spoof, 2, "SpoofGuard", "x"),
+			obsLine(dropped, 10, "IngressDefaultRule", "priority=200,ip,reg1=0x4 actions=drop"))
+		// The helper would go on to print its result; the verdict must not wait for it.
+	})
+	out, err := h.runner.Run(context.Background(), cfg(), plan())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Verdict != view.Dropped || !strings.Contains(out.Reason, "IngressDefaultRule") || !strings.Contains(out.Reason, "default/deny") {
+		t.Fatalf("verdict %s reason %q", out.Verdict, out.Reason)
+	}
+}
+
+func TestSenderNeverSawItsProbe(t *testing.T) {
+	h := newHarness(func(f *fakeCluster, p *corev1.Pod) {
+		f.run(p)
+		f.write(p, readyLine(report.RoleSender), resultLine("n1", report.RoleSender, 3))
+		f.end(p)
+	})
+	out, err := h.runner.Run(context.Background(), cfg(), plan())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Verdict != view.Incomplete || out.Record.Status.Phase != traceflow.PhaseFailed {
+		t.Fatalf("verdict %s phase %s", out.Verdict, out.Record.Status.Phase)
+	}
+	if code, _ := view.ExitCode(out.Verdict, view.ExpectDelivered); code != exitcode.Timeout {
+		t.Fatalf("exit %d", code)
+	}
+}
+
+func TestStartFailures(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		script func(f *fakeCluster, p *corev1.Pod)
+		want   string
+	}{
+		{"image pull", func(f *fakeCluster, p *corev1.Pod) {
+			f.event(p, "Pulling", "pulling image")
+			f.setState(p, corev1.PodPending, corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ErrImagePull", Message: "not found"}})
+		}, "cannot pull the helper image helper:test"},
+		{"no OVS on the node", func(f *fakeCluster, p *corev1.Pod) {
+			f.event(p, "FailedMount", `MountVolume.SetUp failed for volume "ovs-run" : hostPath type check failed: /var/run/openvswitch is not a directory`)
+		}, "no Open vSwitch run directory"},
+		{"helper error line", func(f *fakeCluster, p *corev1.Pod) {
+			f.run(p)
+			f.write(p, report.Line{Type: report.TypeError, Error: &report.Error{Code: report.ErrorSetup, Message: "connect to br-int.mgmt: no such file"}})
+		}, "connect to br-int.mgmt"},
+		{"helper crash", func(f *fakeCluster, p *corev1.Pod) {
+			f.run(p)
+			f.write(p, "panic: runtime error: index out of range")
+			f.end(p)
+		}, "panic: runtime error"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(tc.script)
+			out, err := h.runner.Run(context.Background(), cfg(), plan())
+			if exitcode.Of(err) != exitcode.Setup || out.Verdict != view.Failed {
+				t.Fatalf("want a setup failure, got %v (%s)", err, out.Verdict)
+			}
+			if !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "node n1") {
+				t.Errorf("message %q does not name the node and %q", err, tc.want)
+			}
+			if len(h.cluster.deleted) != 1 || h.leases(t) != 0 || len(h.records.objects) != 0 {
+				t.Errorf("left behind: deleted=%v leases=%d records=%d", h.cluster.deleted, h.leases(t), len(h.records.objects))
+			}
+		})
+	}
+}
+
+func TestInterruptCleansUp(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	h := newHarness(func(f *fakeCluster, p *corev1.Pod) {
+		f.run(p)
+		f.write(p, readyLine(report.RoleReceiver))
+		cancel() // Ctrl-C while the trace runs
+	})
+	out, err := h.runner.Run(ctx, cfg(), plan("n2"))
+	if exitcode.Of(err) != exitcode.Timeout || out.Verdict != view.Incomplete {
+		t.Fatalf("interrupted trace: %v %s", err, out.Verdict)
+	}
+	if len(h.cluster.deleted) != 1 || h.leases(t) != 0 || len(h.records.objects) != 0 {
+		t.Errorf("left behind after interrupt: deleted=%v leases=%d records=%d", h.cluster.deleted, h.leases(t), len(h.records.objects))
+	}
+}
+
+func TestUpdatesReachTheView(t *testing.T) {
+	h := newHarness(interNode(t))
+	if _, err := h.runner.Run(context.Background(), cfg(), plan("n2")); err != nil {
+		t.Fatal(err)
+	}
+	m := &view.Model{}
+	for _, u := range h.updates {
+		m.Apply(u)
+	}
+	if len(m.Nodes) != 2 || m.Nodes[0].Name != "n1" || len(m.AllHops()) != 4 || m.Finished == nil || m.Finished.Verdict != view.Delivered || m.InjectedAt.IsZero() {
+		t.Fatalf("view model after the trace: nodes=%d hops=%d finished=%+v", len(m.Nodes), len(m.AllHops()), m.Finished)
+	}
+}

@@ -1,0 +1,138 @@
+package helpermode
+
+import (
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/report"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/helperpod"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/view"
+)
+
+// helper is what the runner knows of one helper pod.
+type helper struct {
+	node    string
+	role    report.Role
+	pod     string
+	created bool
+	// streaming: its log is being followed; ready: it said so; ended: its
+	// report is complete (result, error or end of log).
+	streaming, ready, ended bool
+	waiting                 string
+	result                  *report.NodeResult
+	// noise keeps the last lines that were not report lines (a crash's
+	// stack trace, a shell error) to quote when the helper fails.
+	noise []string
+}
+
+func (h *helper) addNoise(s string) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return
+	}
+	h.noise = append(h.noise, s)
+	if len(h.noise) > 3 {
+		h.noise = h.noise[len(h.noise)-3:]
+	}
+}
+
+// podRole maps a helper pod's role label to the report's role.
+func podRole(r helperpod.Role) report.Role {
+	if r == helperpod.RoleSender {
+		return report.RoleSender
+	}
+	return report.RoleReceiver
+}
+
+// hopFrom turns a report line into the view's hop on node.
+func hopFrom(node string, role report.Role, l report.Line) view.Hop {
+	h := view.Hop{Node: node, Role: role, Observation: *l.Observation}
+	if l.Hop != nil {
+		h.TableID = int(l.Hop.Table)
+		h.TableName = l.Hop.TableName
+		h.Flow = l.Hop.Flow
+		fmt.Sscanf(l.Hop.Cookie, "0x%x", &h.Cookie) //nolint:errcheck // a cookie that does not parse stays 0 and is not shown
+	}
+	return h
+}
+
+// terminal reports whether an action ends the packet's path.
+func terminal(a report.Action) bool {
+	switch a.Normalize() {
+	case report.ActionDelivered, report.ActionDropped, report.ActionRejected, report.ActionForwardedOutOfNetwork:
+		return true
+	}
+	return false
+}
+
+// Container waiting reasons that will not resolve by waiting.
+var fatalWaiting = map[string]string{
+	"ErrImagePull":               "cannot pull the helper image %s: check --helper-image and that the node can reach its registry",
+	"ImagePullBackOff":           "cannot pull the helper image %s: check --helper-image and that the node can reach its registry",
+	"ErrImageNeverPull":          "the helper image %s is not on the node and the pull policy forbids pulling it",
+	"InvalidImageName":           "the helper image name %s is invalid: check --helper-image",
+	"CreateContainerConfigError": "the helper container for image %s cannot be configured",
+	"CreateContainerError":       "the helper container for image %s cannot be created",
+	"RunContainerError":          "the helper container for image %s cannot start",
+}
+
+// podProblem returns why a helper pod cannot do its work, or "" while it
+// still may. waiting is its current waiting reason, for the view.
+func podProblem(p *corev1.Pod, image string) (problem, waiting string) {
+	if p.Status.Phase == corev1.PodFailed {
+		msg := p.Status.Message
+		if msg == "" {
+			msg = p.Status.Reason
+		}
+		for _, cs := range p.Status.ContainerStatuses {
+			if t := cs.State.Terminated; t != nil && t.Message != "" {
+				msg = strings.TrimSpace(t.Message)
+			}
+		}
+		return "helper pod failed: " + msg, ""
+	}
+	for _, cs := range p.Status.ContainerStatuses {
+		if w := cs.State.Waiting; w != nil {
+			if f, ok := fatalWaiting[w.Reason]; ok {
+				return fmt.Sprintf(f, image) + " (" + w.Reason + ": " + w.Message + ")", w.Reason
+			}
+			return "", w.Reason
+		}
+	}
+	if p.Status.Phase == corev1.PodPending {
+		return "", "scheduled"
+	}
+	return "", ""
+}
+
+// started reports whether the helper container runs or ran, so its log
+// can be followed.
+func started(p *corev1.Pod) bool {
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.State.Running != nil || cs.State.Terminated != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// eventProblem interprets an event about a helper pod: a message to show
+// while waiting, or a problem that ends the trace.
+func eventProblem(reason, message, ovsRunDir string) (problem, waiting string) {
+	switch reason {
+	case "Pulling":
+		return "", "pulling image"
+	case "Pulled":
+		return "", "starting"
+	case "FailedMount":
+		if strings.Contains(message, "hostPath type check failed") || strings.Contains(message, "is not a directory") {
+			return fmt.Sprintf("the node has no Open vSwitch run directory %s: check that OVS runs on this node, or pass --ovs-rundir with its run directory", ovsRunDir), ""
+		}
+		return "", "mounting " + ovsRunDir
+	case "Failed":
+		return "helper container failed: " + message, ""
+	}
+	return "", ""
+}
