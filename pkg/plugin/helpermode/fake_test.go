@@ -215,7 +215,6 @@ func (r *fakeRecords) Watch(context.Context, string) (watch.Interface, error) {
 	return watch.NewEmptyWatch(), nil
 }
 
-
 // chanWatch is a watch whose channel is never closed, so that the scripts
 // of fake helpers may still send after the runner stopped watching.
 type chanWatch struct{ ch chan watch.Event }
