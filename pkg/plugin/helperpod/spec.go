@@ -146,6 +146,13 @@ func Build(p Params) (*corev1.Pod, error) {
 				Image:           p.Image,
 				ImagePullPolicy: pull,
 				Args:            args,
+				// The helper names its node in its reports; with hostNetwork
+				// its hostname is the machine's, which need not be the
+				// node's name.
+				Env: []corev1.EnvVar{{
+					Name:      "NODE_NAME",
+					ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "spec.nodeName"}},
+				}},
 				SecurityContext: &corev1.SecurityContext{
 					// Root, because OVS creates its sockets with mode 0750 as
 					// root, or (Fedora, RHEL) as user openvswitch; the helper
