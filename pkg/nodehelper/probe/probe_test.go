@@ -1,0 +1,122 @@
+package probe
+
+import (
+	"encoding/binary"
+	"net"
+	"net/netip"
+	"strings"
+	"testing"
+)
+
+// csum is the Internet checksum, written here independently of gopacket.
+func csum(parts ...[]byte) uint16 {
+	var s uint32
+	for _, p := range parts {
+		for i := 0; i+1 < len(p); i += 2 {
+			s += uint32(binary.BigEndian.Uint16(p[i:]))
+		}
+		if len(p)%2 == 1 {
+			s += uint32(p[len(p)-1]) << 8
+		}
+	}
+	for s>>16 != 0 {
+		s = s&0xffff + s>>16
+	}
+	return uint16(^s)
+}
+
+func spec(src, dst string, p Protocol) Spec {
+	return Spec{
+		SrcMAC: net.HardwareAddr{2, 0, 0, 0, 0, 1}, DstMAC: net.HardwareAddr{2, 0, 0, 0, 0, 2},
+		SrcIP: netip.MustParseAddr(src), DstIP: netip.MustParseAddr(dst), Protocol: p,
+		SrcPort: 40000, DstPort: 80, Tag: 37, TTL: 9, ICMPID: 5, ICMPSeq: 1,
+	}
+}
+
+func TestBuildChecksumsAndTag(t *testing.T) {
+	for name, s := range map[string]Spec{
+		"ipv4 tcp":    spec("10.0.0.1", "10.0.0.2", TCP),
+		"ipv4 udp":    spec("10.0.0.1", "10.0.0.2", UDP),
+		"ipv4 icmp":   spec("10.0.0.1", "10.0.0.2", ICMP),
+		"ipv6 tcp":    spec("fd00::1", "fd00::2", TCP),
+		"ipv6 udp":    spec("fd00::1", "fd00::2", UDP),
+		"ipv6 icmpv6": spec("fd00::1", "fd00::2", ICMP),
+	} {
+		t.Run(name, func(t *testing.T) {
+			f, err := Build(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sum, err := Decode(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sum.DSCP != 37 || sum.TTL != 9 || sum.SrcIP != s.SrcIP || sum.DstIP != s.DstIP {
+				t.Errorf("decoded %+v", sum)
+			}
+			var pseudo, l4 []byte
+			var proto byte
+			if s.DstIP.Is4() {
+				ip := f[14:34]
+				if csum(ip) != 0 {
+					t.Errorf("IPv4 header checksum wrong")
+				}
+				if ip[1]>>2 != 37 || ip[8] != 9 || ip[6]&0x40 == 0 {
+					t.Errorf("TOS %#x TTL %d flags %#x", ip[1], ip[8], ip[6])
+				}
+				// The frame may be padded to 60 bytes: the IP length says where L4 ends.
+				proto, l4 = ip[9], f[34:14+int(binary.BigEndian.Uint16(ip[2:]))]
+				pseudo = append(append(append([]byte(nil), ip[12:20]...), 0, proto), byte(len(l4)>>8), byte(len(l4)))
+			} else {
+				ip := f[14:54]
+				if tc := binary.BigEndian.Uint32(ip) >> 20 & 0xff; tc>>2 != 37 {
+					t.Errorf("traffic class %#x", tc)
+				}
+				proto, l4 = ip[6], f[54:]
+				pseudo = append(append([]byte(nil), ip[8:40]...), 0, 0, byte(len(l4)>>8), byte(len(l4)), 0, 0, 0, proto)
+			}
+			if proto == 1 { // ICMPv4 has no pseudo header
+				pseudo = nil
+			}
+			if c := csum(pseudo, l4); c != 0 {
+				t.Errorf("protocol %d checksum does not verify (%#x)", proto, c)
+			}
+			switch proto {
+			case 6:
+				if l4[13] != 0x02 || binary.BigEndian.Uint16(l4[2:]) != 80 {
+					t.Errorf("TCP flags %#x dport %d", l4[13], binary.BigEndian.Uint16(l4[2:]))
+				}
+			case 1, 58:
+				if l4[0] != 8 && l4[0] != 128 {
+					t.Errorf("ICMP type %d, want echo request", l4[0])
+				}
+			}
+		})
+	}
+}
+
+func TestBuildRejects(t *testing.T) {
+	bad := map[string]func(*Spec){
+		"mixed families": func(s *Spec) { s.DstIP = netip.MustParseAddr("fd00::2") },
+		"tag zero":       func(s *Spec) { s.Tag = 0 },
+		"tag too big":    func(s *Spec) { s.Tag = 64 },
+		"no mac":         func(s *Spec) { s.SrcMAC = nil },
+		"protocol":       func(s *Spec) { s.Protocol = "sctp" },
+		"no ip":          func(s *Spec) { s.SrcIP = netip.Addr{} },
+	}
+	for name, mutate := range bad {
+		t.Run(name, func(t *testing.T) {
+			s := spec("10.0.0.1", "10.0.0.2", TCP)
+			mutate(&s)
+			if _, err := Build(s); err == nil || !strings.HasPrefix(err.Error(), "probe:") {
+				t.Errorf("error %v", err)
+			}
+		})
+	}
+}
+
+func FuzzDecode(f *testing.F) {
+	b, _ := Build(spec("10.0.0.1", "10.0.0.2", TCP))
+	f.Add(b)
+	f.Fuzz(func(t *testing.T, b []byte) { _, _ = Decode(b) })
+}
