@@ -36,6 +36,7 @@ func run(args []string, streams genericiooptions.IOStreams) int {
 
 func printError(w io.Writer, err error) {
 	if err != nil {
-		fmt.Fprintf(w, "error: %v\n", err)
+		// Nowhere is left to report a failed write to stderr.
+		_, _ = fmt.Fprintf(w, "error: %v\n", err)
 	}
 }

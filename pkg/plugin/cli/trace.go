@@ -194,7 +194,8 @@ func (o *TraceOptions) Run(ctx context.Context) error {
 		return err
 	}
 	for _, w := range res.Warnings {
-		fmt.Fprintf(o.ErrOut, "Warning: %s\n", w)
+		// A warning that cannot be written must not stop the trace.
+		_, _ = fmt.Fprintf(o.ErrOut, "Warning: %s\n", w)
 	}
 	tf := traceflow.Build(o.request(res))
 	if o.dryRun {
