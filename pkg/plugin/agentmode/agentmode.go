@@ -1,0 +1,173 @@
+// Package agentmode runs a trace through Antrea: it creates the Traceflow
+// object, watches it (no polling) while Antrea's controller and agents fill
+// its status, turns each new observation into a view update, and deletes
+// the object at the end unless asked to keep it.
+package agentmode
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/report"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/exitcode"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/traceflow"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/view"
+)
+
+// Runner runs agent-mode traces.
+type Runner struct {
+	Records traceflow.Client
+	Now     func() time.Time
+	Emit    func(view.Update)
+	// Slack is how long past the trace's own timeout to wait for Antrea's
+	// controller to write the final phase (default 10 s).
+	Slack time.Duration
+}
+
+// Outcome is how the trace ended and the final record.
+type Outcome struct {
+	Verdict view.Verdict
+	Reason  string
+	Record  *traceflow.Traceflow
+}
+
+// Run creates tf and follows it to its end.
+func (r *Runner) Run(ctx context.Context, tf *traceflow.Traceflow, started view.TraceStarted, keep bool) (out Outcome, err error) {
+	timeout := time.Duration(tf.Spec.Timeout) * time.Second
+	if timeout <= 0 {
+		timeout = traceflow.DefaultTimeoutSeconds * time.Second
+	}
+	slack := r.Slack
+	if slack == 0 {
+		slack = 10 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout+slack)
+	defer cancel()
+
+	// Watch first, so that no status written right after creation is missed.
+	w, err := r.Records.Watch(ctx, tf.Name)
+	if err != nil {
+		return out, apiFailure(err, "watch")
+	}
+	defer w.Stop()
+	created, err := r.Records.Create(ctx, tf)
+	if err != nil {
+		return out, apiFailure(err, "create")
+	}
+	out.Record = created
+	defer func() {
+		if keep {
+			return
+		}
+		c, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if derr := r.Records.Delete(c, created.Name); derr != nil && !apierrors.IsNotFound(derr) {
+			err = errors.Join(err, fmt.Errorf("delete Traceflow %s: %w", created.Name, derr))
+		}
+	}()
+	started.Time = r.Now()
+	r.Emit(started)
+
+	f := &follower{r: r, seen: map[string]int{}}
+	out.Verdict, out.Reason, err = f.loop(ctx, w, &out)
+	r.Emit(view.Finished{At: view.At{Time: r.Now()}, Verdict: out.Verdict, Reason: out.Reason})
+	return out, err
+}
+
+type follower struct {
+	r        *Runner
+	seen     map[string]int // observations already emitted, per node
+	hops     []view.TimedHop
+	running  bool
+}
+
+func (f *follower) loop(ctx context.Context, w watch.Interface, out *Outcome) (view.Verdict, string, error) {
+	for {
+		select {
+		case <-ctx.Done():
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				if !f.running {
+					// Antrea leaves a trace without a phase while all its
+					// dataplane tags are taken, retrying in the background.
+					msg := "Antrea never started the trace: all its dataplane tags may be held by running traces, or antrea-controller is not processing Traceflows"
+					return view.Failed, msg, exitcode.Errorf(exitcode.Setup, "%s; retry later, check the antrea-controller logs, or use --engine helper", msg)
+				}
+				return view.Incomplete, "Antrea did not finish the trace within its timeout", nil
+			}
+			return view.Incomplete, "interrupted", exitcode.Errorf(exitcode.Timeout, "trace interrupted before Antrea finished it")
+		case e, ok := <-w.ResultChan():
+			if !ok {
+				return view.Failed, "watch closed", exitcode.Errorf(exitcode.Setup, "the API server closed the watch on the Traceflow: run the trace again")
+			}
+			if e.Type == watch.Error {
+				return view.Failed, "watch error", exitcode.Errorf(exitcode.Setup, "watching the Traceflow: %v", apierrors.FromObject(e.Object))
+			}
+			tf, err := traceflow.FromObject(e.Object)
+			if err != nil {
+				continue
+			}
+			if e.Type == watch.Deleted {
+				return view.Failed, "deleted", exitcode.Errorf(exitcode.Setup, "Traceflow %s was deleted before it finished", tf.Name)
+			}
+			out.Record = tf
+			f.emitNew(tf)
+			switch tf.Status.Phase {
+			case traceflow.PhaseRunning:
+				f.running = true
+			case traceflow.PhaseSucceeded:
+				v := view.FromHops(f.hops)
+				return v, "", nil
+			case traceflow.PhaseFailed:
+				return failure(tf.Status.Reason)
+			}
+		}
+	}
+}
+
+// emitNew turns observations not yet shown into view updates.
+func (f *follower) emitNew(tf *traceflow.Traceflow) {
+	now := f.r.Now()
+	for _, res := range tf.Status.Results {
+		if f.seen[res.Node] == 0 && len(res.Observations) > 0 {
+			f.r.Emit(view.HelperReady{At: view.At{Time: now}, Node: res.Node, Role: res.Role, Version: "antrea-agent"})
+			if res.Role == report.RoleSender {
+				f.r.Emit(view.Injected{At: view.At{Time: now}, Node: res.Node})
+			}
+		}
+		for _, o := range res.Observations[f.seen[res.Node]:] {
+			o.Action = o.Action.Normalize()
+			h := view.Hop{Node: res.Node, Role: res.Role, Observation: o, TableName: o.ComponentInfo}
+			f.hops = append(f.hops, view.TimedHop{Hop: h, At: now})
+			f.r.Emit(view.Observed{At: view.At{Time: now}, Hop: h})
+		}
+		f.seen[res.Node] = len(res.Observations)
+	}
+}
+
+// failure maps Antrea's failure reasons to verdicts and exit codes.
+func failure(reason string) (view.Verdict, string, error) {
+	lower := strings.ToLower(reason)
+	switch {
+	case strings.Contains(lower, "timeout"):
+		return view.Incomplete, "Antrea: " + reason, nil
+	case strings.Contains(lower, "exceed") || strings.Contains(lower, "dataplane tag"):
+		msg := "Antrea has no free dataplane tag (too many traces at once): retry when running traces finish, or use --engine helper"
+		return view.Failed, msg, exitcode.Errorf(exitcode.Setup, "%s (Antrea: %s)", msg, reason)
+	default:
+		msg := "Antrea could not run the trace: " + reason
+		return view.Failed, msg, exitcode.Errorf(exitcode.Setup, "%s; check the antrea-controller and antrea-agent logs", msg)
+	}
+}
+
+func apiFailure(err error, verb string) error {
+	if apierrors.IsForbidden(err) {
+		return exitcode.Errorf(exitcode.Setup, "not allowed to %s traceflows.crd.antrea.io: grant it (see the README's RBAC section): %w", verb, err)
+	}
+	return exitcode.Errorf(exitcode.Setup, "%s Traceflow: %w", verb, err)
+}

@@ -1,0 +1,149 @@
+package agentmode
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/report"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/exitcode"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/traceflow"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/view"
+)
+
+// fakeAntrea is a traceflow.Client whose watch replays what Antrea's
+// controller would write after the object is created.
+type fakeAntrea struct {
+	mu       sync.Mutex
+	w        *watch.FakeWatcher
+	statuses []traceflow.Status
+	created  bool
+	deleted  bool
+}
+
+func (f *fakeAntrea) Create(_ context.Context, tf *traceflow.Traceflow) (*traceflow.Traceflow, error) {
+	f.mu.Lock()
+	f.created = true
+	f.mu.Unlock()
+	go func() {
+		for _, s := range f.statuses {
+			c := *tf
+			c.Status = s
+			u, err := traceflow.ToUnstructured(&c)
+			if err != nil {
+				panic(err)
+			}
+			f.w.Modify(u)
+		}
+	}()
+	return tf, nil
+}
+func (f *fakeAntrea) Get(context.Context, string) (*traceflow.Traceflow, error) { return nil, nil }
+func (f *fakeAntrea) UpdateStatus(context.Context, *traceflow.Traceflow) (*traceflow.Traceflow, error) {
+	return nil, nil
+}
+func (f *fakeAntrea) Delete(context.Context, string) error {
+	f.mu.Lock()
+	f.deleted = true
+	f.mu.Unlock()
+	return nil
+}
+func (f *fakeAntrea) Watch(context.Context, string) (watch.Interface, error) { return f.w, nil }
+
+
+func run(t *testing.T, statuses []traceflow.Status, timeout int32, keep bool) (Outcome, error, *fakeAntrea, []view.Update) {
+	t.Helper()
+	f := &fakeAntrea{w: watch.NewFakeWithChanSize(10, false), statuses: statuses}
+	var mu sync.Mutex
+	var updates []view.Update
+	r := &Runner{Records: f, Now: time.Now, Slack: 50 * time.Millisecond, Emit: func(u view.Update) {
+		mu.Lock()
+		updates = append(updates, u)
+		mu.Unlock()
+	}}
+	tf := &traceflow.Traceflow{ObjectMeta: metav1.ObjectMeta{Name: "tf"}, Spec: traceflow.Spec{Timeout: timeout}}
+	out, err := r.Run(context.Background(), tf, view.TraceStarted{Name: "tf", Engine: "agent"}, keep)
+	return out, err, f, updates
+}
+
+var (
+	senderFwd = report.NodeResult{Node: "n1", Role: report.RoleSender, Observations: []report.Observation{
+		{Component: report.ComponentSpoofGuard, Action: report.ActionForwarded},
+		{Component: report.ComponentForwarding, Action: report.ActionForwarded, TunnelDstIP: "192.168.77.12"}}}
+	receiverDelivered = report.NodeResult{Node: "n2", Role: report.RoleReceiver, Observations: []report.Observation{
+		{Component: report.ComponentForwarding, Action: report.ActionReceived},
+		{Component: report.ComponentForwarding, Action: report.ActionDelivered, Pod: "default/pod-b"}}}
+	senderLeft = report.NodeResult{Node: "n1", Role: report.RoleSender, Observations: []report.Observation{
+		{Component: report.ComponentForwarding, Action: report.ActionForwardedOutOfOverlay}}}
+)
+
+func TestAgentSucceededInterNode(t *testing.T) {
+	out, err, f, updates := run(t, []traceflow.Status{
+		{Phase: traceflow.PhaseRunning, DataplaneTag: 7},
+		{Phase: traceflow.PhaseRunning, DataplaneTag: 7, Results: []report.NodeResult{senderFwd}},
+		{Phase: traceflow.PhaseSucceeded, DataplaneTag: 7, Results: []report.NodeResult{senderFwd, receiverDelivered}},
+	}, 20, false)
+	if err != nil || out.Verdict != view.Delivered {
+		t.Fatalf("%s %v", out.Verdict, err)
+	}
+	m := &view.Model{}
+	for _, u := range updates {
+		m.Apply(u)
+	}
+	if hops := m.AllHops(); len(hops) != 4 {
+		t.Fatalf("each observation must be shown once: got %d hops", len(hops))
+	}
+	if !f.deleted {
+		t.Error("Traceflow not deleted without --keep")
+	}
+}
+
+func TestAgentKeep(t *testing.T) {
+	_, err, f, _ := run(t, []traceflow.Status{{Phase: traceflow.PhaseSucceeded, Results: []report.NodeResult{senderLeft}}}, 20, true)
+	if err != nil || f.deleted {
+		t.Fatalf("--keep: err %v deleted %v", err, f.deleted)
+	}
+}
+
+func TestAgentOldActionNameIsNetwork(t *testing.T) {
+	out, err, _, _ := run(t, []traceflow.Status{{Phase: traceflow.PhaseSucceeded, Results: []report.NodeResult{senderLeft}}}, 20, false)
+	if err != nil || out.Verdict != view.ForwardedOutOfNetwork {
+		t.Fatalf("ForwardedOutOfOverlay must read as ForwardedOutOfNetwork: %s %v", out.Verdict, err)
+	}
+}
+
+func TestAgentFailures(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		statuses []traceflow.Status
+		verdict  view.Verdict
+		code     exitcode.Code
+		msg      string
+	}{
+		{"antrea timeout", []traceflow.Status{{Phase: traceflow.PhaseRunning}, {Phase: traceflow.PhaseFailed, Reason: "Traceflow timeout"}}, view.Incomplete, exitcode.Timeout, ""},
+		{"other failure", []traceflow.Status{{Phase: traceflow.PhaseFailed, Reason: "Invalid destination"}}, view.Failed, exitcode.Setup, "Invalid destination"},
+		{"never started: tags exhausted", nil, view.Failed, exitcode.Setup, "dataplane tags"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err, f, _ := run(t, tc.statuses, 1, false)
+			if out.Verdict != tc.verdict {
+				t.Fatalf("verdict %s, want %s", out.Verdict, tc.verdict)
+			}
+			code := exitcode.Of(err)
+			if err == nil {
+				code, _ = view.ExitCode(out.Verdict, view.ExpectDelivered)
+			}
+			if code != tc.code || (tc.msg != "" && !strings.Contains(err.Error(), tc.msg)) {
+				t.Fatalf("exit %d err %v", code, err)
+			}
+			if !f.deleted {
+				t.Error("Traceflow left behind after a failure")
+			}
+		})
+	}
+}
