@@ -81,10 +81,10 @@ func (r *Runner) Run(ctx context.Context, tf *traceflow.Traceflow, started view.
 }
 
 type follower struct {
-	r        *Runner
-	seen     map[string]int // observations already emitted, per node
-	hops     []view.TimedHop
-	running  bool
+	r       *Runner
+	seen    map[string]int // observations already emitted, per node
+	hops    []view.TimedHop
+	running bool
 }
 
 func (f *follower) loop(ctx context.Context, w watch.Interface, out *Outcome) (view.Verdict, string, error) {

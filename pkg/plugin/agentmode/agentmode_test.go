@@ -55,7 +55,6 @@ func (f *fakeAntrea) Delete(context.Context, string) error {
 }
 func (f *fakeAntrea) Watch(context.Context, string) (watch.Interface, error) { return f.w, nil }
 
-
 func run(t *testing.T, statuses []traceflow.Status, timeout int32, keep bool) (Outcome, error, *fakeAntrea, []view.Update) {
 	t.Helper()
 	f := &fakeAntrea{w: watch.NewFakeWithChanSize(10, false), statuses: statuses}

@@ -12,7 +12,9 @@ import (
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/traceflow"
 )
 
-type fakeRecords struct{ items map[string]traceflow.Traceflow }
+type fakeRecords struct {
+	items map[string]traceflow.Traceflow
+}
 
 func (f *fakeRecords) List(context.Context, string) ([]traceflow.Traceflow, error) {
 	var out []traceflow.Traceflow
