@@ -55,7 +55,7 @@ func runHelper(t *testing.T, args ...string) (int, []report.Line, string) {
 	return code, lines, errb.String()
 }
 
-func newNode(t *testing.T) (*ovstest.Node, *ovstest.Pod, *ovstest.Pod) {
+func newNode(t testing.TB) (*ovstest.Node, *ovstest.Pod, *ovstest.Pod) {
 	t.Helper()
 	testenv.RequireOVS(t)
 	testenv.RequireCommands(t, "ethtool")

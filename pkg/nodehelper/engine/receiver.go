@@ -43,7 +43,7 @@ func Receive(ctx context.Context, c Common) (Outcome, error) {
 			catch.FlowMods = append(catch.FlowMods, openflow.NewFlow(0, 0, 0xffff, s.cookie|kindCatch, s.c.hardTimeout(), m, actions))
 		}
 	}
-	if err := s.install(ctx, catch); err != nil {
+	if err := s.install(ctx, catch, true); err != nil {
 		return Outcome{ExitCode: ExitSetup}, setupErr("%w", err)
 	}
 	if err := s.ready(report.RoleReceiver, len(catch.FlowMods), "", ""); err != nil {
@@ -99,7 +99,7 @@ func Receive(ctx context.Context, c Common) (Outcome, error) {
 	plan, err := BuildPlan(PlanInput{Trace: t, Flows: flows, Tag: s.c.Tag, EthType: ethType, Cookie: s.cookie,
 		ControllerID: s.ctlID, HardTimeout: s.c.hardTimeout()})
 	if err == nil {
-		err = s.install(ctx, plan)
+		err = s.install(ctx, plan, true)
 	}
 	if rerr := s.of.Send(openflow.Resume(s.of.NextXid(), pin)); rerr != nil && err == nil {
 		err = fmt.Errorf("resume the probe: %w", rerr)

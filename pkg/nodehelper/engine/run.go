@@ -179,7 +179,7 @@ func (s *session) flowsOf(ctx context.Context, t ofproto.Trace) (map[uint8][]ope
 
 // install sends the plan's flows and waits for a barrier, so that an error
 // names the flow and nothing is reported ready before OVS has the flows.
-func (s *session) install(ctx context.Context, p Plan) error {
+func (s *session) install(ctx context.Context, p Plan, revalidate bool) error {
 	for _, m := range p.FlowMods {
 		setXid(m, s.of.NextXid())
 		if err := s.of.Send(m); err != nil {
@@ -190,9 +190,15 @@ func (s *session) install(ctx context.Context, p Plan) error {
 		return fmt.Errorf("install observation flows: %w", err)
 	}
 	// The barrier says the flow tables changed, not that the datapath's
-	// flow cache has caught up: a packet recirculated after conntrack would
-	// still hit a cached megaflow translated before the copies existed
-	// (ignoring the DSCP tag) until a revalidator round replaces it.
+	// flow cache has caught up: a packet the datapath looks up (one arriving
+	// from a tunnel, or recirculated after conntrack) would still hit a
+	// cached megaflow translated before the copies existed (ignoring the
+	// DSCP tag) until a revalidator round replaces it. The wait is usually
+	// a few ms (the flow mods start a round) and at worst one revalidator
+	// period (OVS's max-revalidator, 500 ms by default).
+	if !revalidate {
+		return nil
+	}
 	if _, err := s.ovs.Call(ctx, "revalidator/wait"); err != nil {
 		return fmt.Errorf("wait for OVS to revalidate its flow cache: %w", err)
 	}

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"strings"
 
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/ofproto"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/openflow"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/ovsdb"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/probe"
@@ -72,7 +73,9 @@ func Trace(ctx context.Context, spec TraceSpec) (Outcome, error) {
 	for i, why := range plan.Skipped {
 		s.c.Logf("hop %d (table %s) is explained by OVS's trace only: %s", i, s.names.Name(t.Hops[i].Table), why)
 	}
-	if err := s.install(ctx, plan); err != nil {
+	// Only passes after a recirculation go through the datapath's cache:
+	// the packet-out's first pass is translated afresh.
+	if err := s.install(ctx, plan, recirculates(t)); err != nil {
 		return Outcome{ExitCode: ExitSetup}, setupErr("%w", err)
 	}
 	if err := s.ready(report.RoleSender, len(plan.FlowMods), src.Name, string(match)); err != nil {
@@ -165,4 +168,13 @@ func family(a netip.Addr) string {
 		return "IPv4"
 	}
 	return "IPv6"
+}
+
+func recirculates(t ofproto.Trace) bool {
+	for _, h := range t.Hops {
+		if h.Pass > 0 {
+			return true
+		}
+	}
+	return false
 }
