@@ -6,6 +6,7 @@ package cli
 import (
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/util/rand"
@@ -79,6 +80,7 @@ func NewRootCommand(streams genericiooptions.IOStreams, deps Deps) *cobra.Comman
 	cmd.CompletionOptions.DisableDefaultCmd = true
 	cmd.SetFlagErrorFunc(flagError)
 	configFlags.AddFlags(cmd.PersistentFlags())
+	cmd.SetUsageTemplate(usageTemplate(cmd.UsageTemplate()))
 	cmd.AddCommand(newInstallCRDCommand(streams, deps, configFlags), newVersionCommand(streams))
 	for _, c := range cmd.Commands() {
 		c.SetFlagErrorFunc(flagError)
@@ -87,6 +89,27 @@ func NewRootCommand(streams genericiooptions.IOStreams, deps Deps) *cobra.Comman
 	cmd.SetOut(streams.Out)
 	cmd.SetErr(streams.ErrOut)
 	return cmd
+}
+
+// usageTemplate changes cobra's template so that help lists the trace's
+// own flags apart from the two dozen kubeconfig flags of cli-runtime, which
+// mean what they mean in kubectl.
+func usageTemplate(base string) string {
+	const flags = `{{if .HasAvailableLocalFlags}}
+
+Flags:
+{{.LocalFlags.FlagUsages | trimTrailingWhitespaces}}{{end}}{{if .HasAvailableInheritedFlags}}
+
+Global Flags:
+{{.InheritedFlags.FlagUsages | trimTrailingWhitespaces}}{{end}}`
+	const split = `{{if .LocalNonPersistentFlags.HasAvailableFlags}}
+
+Flags:
+{{.LocalNonPersistentFlags.FlagUsages | trimTrailingWhitespaces}}{{end}}
+
+Kubeconfig flags (as in kubectl):
+{{if .HasParent}}{{.InheritedFlags.FlagUsages | trimTrailingWhitespaces}}{{else}}{{.PersistentFlags.FlagUsages | trimTrailingWhitespaces}}{{end}}`
+	return strings.Replace(base, flags, split, 1)
 }
 
 // flagError makes a flag parsing error a usage error that points to help.

@@ -91,6 +91,12 @@ func TestHelpSaysKubectlTraceflow(t *testing.T) {
 		if !strings.Contains(res.stdout, "Usage:\n  kubectl traceflow ") {
 			t.Errorf("%v: usage does not say 'kubectl traceflow':\n%s", args, res.stdout)
 		}
+		// The trace's own flags come apart from, and before, the
+		// kubeconfig flags (usageTemplate must still match cobra's).
+		own, kube := strings.Index(res.stdout, "\nFlags:\n"), strings.Index(res.stdout, "\nKubeconfig flags (as in kubectl):\n")
+		if own < 0 || kube < own || !strings.Contains(res.stdout[kube:], "--kubeconfig") {
+			t.Errorf("%v: help does not list the kubeconfig flags apart:\n%s", args, res.stdout)
+		}
 	}
 }
 
