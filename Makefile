@@ -77,3 +77,7 @@ demo: build lab-up ## the mission: trace pod-a -> pod-b TCP 80 across two real n
 .PHONY: clean
 clean: ## remove build outputs (not the cache in $(CACHE_DIR))
 	rm -rf bin dist
+
+.PHONY: bench-helper
+bench-helper: ## benchmark the node helper against real OVS (root): start-to-ready and injection-to-verdict, one node and two
+	TRACEFLOW_CI=1 go test -tags integration -run '^$$' -bench BenchmarkIntegration -benchtime 30x ./cmd/traceflow-helper/
