@@ -122,6 +122,11 @@ func demoCluster() []runtime.Object {
 			Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"10.244.2.7"}, Conditions: discoveryv1.EndpointConditions{Ready: &ready}}},
 		},
 		&corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "dns"},
+			Spec: corev1.ServiceSpec{ClusterIP: "10.96.0.53", ClusterIPs: []string{"10.96.0.53"},
+				Ports: []corev1.ServicePort{{Name: "dns", Protocol: corev1.ProtocolUDP, Port: 53}}},
+		},
+		&corev1.Service{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "headless"},
 			Spec: corev1.ServiceSpec{ClusterIP: "None",
 				Ports: []corev1.ServicePort{{Protocol: corev1.ProtocolTCP, Port: 80}}},

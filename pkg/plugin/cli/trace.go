@@ -157,10 +157,13 @@ func (o *TraceOptions) Validate() error {
 	if o.changed("icmp") && !o.icmp && len(protocols) == 1 {
 		return exitcode.UsageErrorf("--icmp=false chooses no protocol: give --tcp PORT or --udp PORT, or leave --icmp out")
 	}
-	if o.changed("src-port") && o.protocol != traceflow.TCP && o.protocol != traceflow.UDP {
+	// A Service without --tcp or --udp gets the protocol of its first port,
+	// known only after resolution; Run checks these two flags again then.
+	protocolPending := o.protocol == "" && o.destination.Kind == resolve.KindService
+	if o.changed("src-port") && !protocolPending && o.protocol != traceflow.TCP && o.protocol != traceflow.UDP {
 		return exitcode.UsageErrorf("--src-port needs a TCP or UDP probe: add --tcp PORT or --udp PORT, or drop --src-port")
 	}
-	if o.changed("tcp-flags") && o.protocol != traceflow.TCP {
+	if o.changed("tcp-flags") && !protocolPending && o.protocol != traceflow.TCP {
 		return exitcode.UsageErrorf("--tcp-flags needs a TCP probe: add --tcp PORT, or drop --tcp-flags")
 	}
 	if o.droppedOnly && !o.live {
@@ -169,6 +172,9 @@ func (o *TraceOptions) Validate() error {
 	dst := o.destination
 	if dst.Kind == resolve.KindIP && dst.IP.Is4() && o.ipv6 {
 		return exitcode.UsageErrorf("DST %s is an IPv4 address but --ipv6 asks for IPv6: drop --ipv6, or give an IPv6 destination", dst.IP)
+	}
+	if dst.Kind == resolve.KindIP && dst.IP.Is6() && !o.ipv6 {
+		return exitcode.UsageErrorf("DST %s is an IPv6 address but --ipv6=false asks for IPv4: drop --ipv6=false, or give an IPv4 destination", dst.IP)
 	}
 	if dst.Kind == resolve.KindService && o.protocol == traceflow.ICMP {
 		return exitcode.UsageErrorf("Service %s load-balances ports, not ICMP: drop --icmp to use its first port, give --tcp PORT or --udp PORT, or trace to one of its pods", dst.Name)
@@ -192,6 +198,10 @@ func (o *TraceOptions) Run(ctx context.Context) error {
 	})
 	if err != nil {
 		return err
+	}
+	if o.changed("tcp-flags") && res.Protocol != traceflow.TCP {
+		return exitcode.UsageErrorf("--tcp-flags needs a TCP probe, but Service %s/%s's first port is %s %d: give --tcp PORT with one of its TCP ports, or drop --tcp-flags",
+			res.Destination.Namespace, res.Destination.Name, res.Protocol, res.DstPort)
 	}
 	for _, w := range res.Warnings {
 		// A warning that cannot be written must not stop the trace.

@@ -22,6 +22,7 @@ func TestDryRunGolden(t *testing.T) {
 			"--ttl", "5", "--timeout", "45s", "--dry-run", "-o", "yaml"}},
 		{"dry-run-live.txt", []string{"-n", "demo", "pod-c", "default/pod/pod-b", "--live", "--dropped-only",
 			"--tcp", "8080", "--tcp-flags", "SYN,ACK", "--dry-run"}},
+		{"dry-run-service-src-port.yaml", []string{"pod-a", "svc/web", "--src-port", "40000", "--tcp-flags", "SYN,ACK", "--dry-run", "-o", "yaml"}},
 		{"dry-run-icmp.yaml", []string{"pod/pod-a", "192.0.2.1", "--dry-run", "-o", "yaml"}},
 	}
 	for _, tt := range tests {
