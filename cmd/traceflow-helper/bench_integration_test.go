@@ -4,6 +4,7 @@ package main
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"os/exec"
@@ -42,7 +43,7 @@ func startHelper(b *testing.B, args ...string) *started {
 		for {
 			line, err := r.ReadBytes('\n')
 			if err != nil {
-				if err != io.EOF {
+				if !errors.Is(err, io.EOF) {
 					b.Error(err)
 				}
 				return

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"net/netip"
@@ -19,11 +18,10 @@ import (
 
 // Exit codes, as DESIGN.md's CI contract says.
 const (
-	ExitOK       = 0 // delivered, forwarded into a tunnel, or left the network
-	ExitDropped  = 2
-	ExitTimeout  = 3
-	ExitSetup    = 4
-	exitNotFound = ExitTimeout
+	ExitOK      = 0 // delivered, forwarded into a tunnel, or left the network
+	ExitDropped = 2
+	ExitTimeout = 3
+	ExitSetup   = 4
 )
 
 // SetupError marks a failure before the trace could start (exit code 4).
@@ -369,10 +367,5 @@ func (s *session) finish(res report.NodeResult, t ofproto.Trace, observed []bool
 	err := s.c.Out.Write(report.Line{Type: report.TypeResult, Result: &res, Explanation: ex, ExitCode: &c})
 	return Outcome{ExitCode: code, Result: res, ForeignPacketIns: s.foreign}, err
 }
-
-// ErrNotSeen is returned by Receive when no tagged packet arrived in time.
-var ErrNotSeen = errors.New("no tagged packet arrived in time")
-
-var _ = exitNotFound
 
 func newTimer(d time.Duration) *time.Timer { return time.NewTimer(d) }

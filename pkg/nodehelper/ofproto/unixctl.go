@@ -22,9 +22,9 @@ type Client struct {
 // pidfile when it is there (addressing the socket by path works without
 // sharing the host's PID namespace), else the only ovs-vswitchd.*.ctl.
 func FindSocket(rundir string) (string, error) {
-	if b, err := os.ReadFile(filepath.Join(rundir, "ovs-vswitchd.pid")); err == nil {
+	if b, err := os.ReadFile(filepath.Join(rundir, "ovs-vswitchd.pid")); err == nil { //nolint:gosec // rundir is the operator's OVS run directory
 		p := filepath.Join(rundir, "ovs-vswitchd."+strings.TrimSpace(string(b))+".ctl")
-		if _, err := os.Stat(p); err == nil {
+		if _, err := os.Stat(p); err == nil { //nolint:gosec // a path inside the operator's OVS run directory
 			return p, nil
 		}
 	}

@@ -26,10 +26,9 @@ type Session struct {
 	waiters   map[uint32]chan reply
 	multipart map[uint32][][]byte
 	// errs holds OFPT_ERRORs that arrived since the last barrier.
-	errs     []error
-	closed   chan struct{}
-	readErr  error
-	closeOne sync.Once
+	errs    []error
+	closed  chan struct{}
+	readErr error
 	// Logf reports what the read loop cannot return to a caller.
 	logf func(format string, args ...any)
 }
@@ -59,7 +58,7 @@ func Dial(ctx context.Context, socket string, controllerID uint16, logf func(str
 		closed:    make(chan struct{}),
 		logf:      logf,
 	}
-	if err := s.handshake(ctx, controllerID); err != nil {
+	if err := s.handshake(ctx); err != nil {
 		_ = conn.Close()
 		return nil, err
 	}
@@ -85,7 +84,7 @@ func Dial(ctx context.Context, socket string, controllerID uint16, logf func(str
 	return s, nil
 }
 
-func (s *Session) handshake(ctx context.Context, _ uint16) error {
+func (s *Session) handshake(ctx context.Context) error {
 	if dl, ok := ctx.Deadline(); ok {
 		_ = s.conn.SetDeadline(dl)
 	} else {

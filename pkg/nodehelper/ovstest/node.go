@@ -83,7 +83,7 @@ func (n *Node) env() []string {
 // start runs a daemon inside the namespace as a child of the test; it dies
 // with the test process (Pdeathsig) even if cleanup never runs.
 func (n *Node) start(name string, args ...string) {
-	cmd := exec.Command("ip", append([]string{"netns", "exec", n.NS, name}, args...)...)
+	cmd := exec.Command("ip", append([]string{"netns", "exec", n.NS, name}, args...)...) //nolint:gosec // test harness: fixed daemons
 	cmd.Env = n.env()
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
@@ -104,7 +104,7 @@ func (n *Node) waitFor(path string) {
 
 func (n *Node) stop() {
 	for _, p := range n.pods {
-		_ = exec.Command("ip", "netns", "del", p.NS).Run()
+		_ = exec.Command("ip", "netns", "del", p.NS).Run() //nolint:gosec // names made by the harness
 	}
 	for i := len(n.procs) - 1; i >= 0; i-- {
 		p := n.procs[i]
@@ -118,10 +118,10 @@ func (n *Node) stop() {
 			<-done
 		}
 	}
-	_ = exec.Command("ip", "netns", "del", n.NS).Run()
+	_ = exec.Command("ip", "netns", "del", n.NS).Run() //nolint:gosec // names made by the harness
 	if n.t.Failed() {
 		for _, f := range []string{"ovs-vswitchd.log"} {
-			if b, err := os.ReadFile(filepath.Join(n.Dir, f)); err == nil {
+			if b, err := os.ReadFile(filepath.Join(n.Dir, f)); err == nil { //nolint:gosec // the harness's own directory
 				n.t.Logf("%s %s (tail):\n%s", n.Name, f, tail(string(b), 30))
 			}
 		}
@@ -139,7 +139,7 @@ func tail(s string, lines int) string {
 
 func (n *Node) mustRun(name string, args ...string) string {
 	n.t.Helper()
-	cmd := exec.Command(name, args...)
+	cmd := exec.Command(name, args...) //nolint:gosec // test harness: the tests' own commands
 	cmd.Env = n.env()
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb

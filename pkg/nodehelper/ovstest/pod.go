@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"os/exec"
 	"runtime"
 	"strings"
 
@@ -123,5 +122,3 @@ func (p *Pod) HWAddr() net.HardwareAddr {
 
 // Ref is "namespace/name".
 func (p *Pod) Ref() string { return p.Namespace + "/" + p.Name }
-
-var _ = exec.Command
