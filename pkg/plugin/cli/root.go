@@ -180,7 +180,8 @@ func exactArgs(cmd *cobra.Command, args []string) error {
 // noArgs is cobra.NoArgs with the usage exit code.
 func noArgs(cmd *cobra.Command, args []string) error {
 	if len(args) > 0 {
-		return exitcode.UsageErrorf("%s takes no arguments, got %q; see '%s --help'", cmd.CommandPath(), args, cmd.CommandPath())
+		return exitcode.UsageErrorf("%s takes no arguments, got %q; see '%s --help' (to trace from a pod called %s, write pod/%s)",
+			cmd.CommandPath(), args, cmd.CommandPath(), cmd.Name(), cmd.Name())
 	}
 	return nil
 }
