@@ -3,7 +3,7 @@ SHELL := /usr/bin/env bash
 .SHELLFLAGS := -eu -o pipefail -c
 .DEFAULT_GOAL := help
 
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+VERSION ?= $(shell hack/version.sh)
 COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 # Expensive artifacts (Kubernetes binaries, tools) live outside the checkout, keyed by version.
 CACHE_DIR ?= /var/cache/kubectl-traceflow
@@ -73,6 +73,24 @@ lab-status: ## show what of the lab is running
 .PHONY: demo
 demo: build lab-up ## the mission: trace pod-a -> pod-b TCP 80 across two real nodes in the lab
 	test/lab/demo.sh
+
+KREW_VERSION := v0.4.3
+KREW_TOOLS := $(CACHE_DIR)/tools/krew-$(KREW_VERSION)
+# The plugin's own default helper image; `make image` builds it.
+HELPER_IMAGE ?= ghcr.io/kubectl-traceflow/traceflow-helper:$(VERSION)
+
+.PHONY: release
+release: ## archives for linux, darwin (amd64, arm64) and windows/amd64 with sha256 sums, in dist/
+	RELEASE_VERSION=$(VERSION) COMMIT=$(COMMIT) hack/release.sh
+
+$(KREW_TOOLS)/krew $(KREW_TOOLS)/validate-krew-manifest:
+	GOBIN=$(KREW_TOOLS) go install sigs.k8s.io/krew/cmd/krew@$(KREW_VERSION) sigs.k8s.io/krew/cmd/validate-krew-manifest@$(KREW_VERSION)
+
+.PHONY: krew
+krew: release $(KREW_TOOLS)/krew $(KREW_TOOLS)/validate-krew-manifest ## render the krew manifest, validate it, install the plugin with krew into a temporary KREW_ROOT
+	RELEASE_VERSION=$(VERSION) hack/krew-render.sh
+	$(KREW_TOOLS)/validate-krew-manifest -manifest dist/traceflow.yaml -skip-install
+	KREW=$(KREW_TOOLS)/krew RELEASE_VERSION=$(VERSION) hack/krew-install-check.sh
 
 .PHONY: clean
 clean: ## remove build outputs (not the cache in $(CACHE_DIR))

@@ -11,6 +11,7 @@ declare -A pkg_of=(
   [ip]=iproute2
   [tmux]=tmux
   [nsenter]=util-linux
+  [zip]=zip
 )
 want=()
 for cmd in "${!pkg_of[@]}"; do
