@@ -146,3 +146,21 @@ func TestIntegrationCLIReceiveNotSeen(t *testing.T) {
 		t.Errorf("flows remain:\n%s", f)
 	}
 }
+
+// Done-when 11: the stripped helper binary is at most 15 MB.
+func TestIntegrationStrippedBinarySize(t *testing.T) {
+	bin := t.TempDir() + "/traceflow-helper"
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", bin, ".")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	fi, err := os.Stat(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("stripped traceflow-helper: %.1f MB", float64(fi.Size())/1e6)
+	if fi.Size() > 15_000_000 {
+		t.Errorf("stripped binary is %d bytes, limit 15 MB", fi.Size())
+	}
+}
