@@ -1,0 +1,210 @@
+package agent
+
+import (
+	"net/netip"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// CompilePolicies turns NetworkPolicies into rules for the pods whose IPs are
+// in local. The subset: pod and namespace selectors, ipBlock CIDRs (without
+// except), numeric TCP/UDP ports, ingress and egress, default deny.
+func CompilePolicies(nps []*networkingv1.NetworkPolicy, pods []*corev1.Pod, nss []*corev1.Namespace, local map[netip.Addr]bool) Policies {
+	var out Policies
+	nsLabels := map[string]labels.Set{}
+	for _, ns := range nss {
+		nsLabels[ns.Name] = ns.Labels
+	}
+	ingIso, egIso := map[netip.Addr]bool{}, map[netip.Addr]bool{}
+	for _, np := range nps {
+		applied := selectPods(pods, &np.Spec.PodSelector, func(ns string) bool { return ns == np.Namespace })
+		var mine []netip.Addr
+		for _, a := range applied {
+			if local[a] {
+				mine = append(mine, a)
+			}
+		}
+		if len(mine) == 0 {
+			continue
+		}
+		ingress, egress := len(np.Spec.PolicyTypes) == 0, len(np.Spec.PolicyTypes) == 0 && len(np.Spec.Egress) > 0
+		for _, t := range np.Spec.PolicyTypes {
+			ingress = ingress || t == networkingv1.PolicyTypeIngress
+			egress = egress || t == networkingv1.PolicyTypeEgress
+		}
+		name := np.Namespace + "/" + np.Name
+		if ingress {
+			for _, a := range mine {
+				ingIso[a] = true
+			}
+			for _, r := range np.Spec.Ingress {
+				out.Rules = append(out.Rules, Rule{Policy: name, Ingress: true, Local: mine,
+					Peers: peers(r.From, np.Namespace, pods, nsLabels), Ports: ports(r.Ports)})
+			}
+		}
+		if egress {
+			for _, a := range mine {
+				egIso[a] = true
+			}
+			for _, r := range np.Spec.Egress {
+				out.Rules = append(out.Rules, Rule{Policy: name, Local: mine,
+					Peers: peers(r.To, np.Namespace, pods, nsLabels), Ports: ports(r.Ports)})
+			}
+		}
+	}
+	out.IngressIsolated, out.EgressIsolated = sortedAddrs(ingIso), sortedAddrs(egIso)
+	return out
+}
+
+func sortedAddrs(m map[netip.Addr]bool) []netip.Addr {
+	var out []netip.Addr
+	for a := range m {
+		out = append(out, a)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Less(out[j]) })
+	return out
+}
+
+func selector(s *metav1.LabelSelector) labels.Selector {
+	sel, err := metav1.LabelSelectorAsSelector(s)
+	if err != nil {
+		return labels.Nothing()
+	}
+	return sel
+}
+
+// PodIP returns a running pod's IPv4 address.
+func PodIP(p *corev1.Pod) (netip.Addr, bool) {
+	if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+		return netip.Addr{}, false
+	}
+	a, err := netip.ParseAddr(p.Status.PodIP)
+	return a, err == nil && a.Is4()
+}
+
+func selectPods(pods []*corev1.Pod, s *metav1.LabelSelector, nsOK func(string) bool) []netip.Addr {
+	sel := selector(s)
+	var out []netip.Addr
+	for _, p := range pods {
+		if ip, ok := PodIP(p); ok && !p.Spec.HostNetwork && nsOK(p.Namespace) && sel.Matches(labels.Set(p.Labels)) {
+			out = append(out, ip)
+		}
+	}
+	return out
+}
+
+// peers returns nil (anywhere) for an empty peer list, else the selected
+// addresses; a list that selects nothing gives an empty, non-nil slice.
+func peers(ps []networkingv1.NetworkPolicyPeer, policyNS string, pods []*corev1.Pod, nsLabels map[string]labels.Set) []netip.Prefix {
+	if len(ps) == 0 {
+		return nil
+	}
+	out := []netip.Prefix{}
+	for _, p := range ps {
+		if p.IPBlock != nil {
+			if pr, err := netip.ParsePrefix(p.IPBlock.CIDR); err == nil && pr.Addr().Is4() {
+				out = append(out, pr.Masked())
+			}
+			continue
+		}
+		nsOK := func(ns string) bool { return ns == policyNS }
+		if p.NamespaceSelector != nil {
+			nsSel := selector(p.NamespaceSelector)
+			nsOK = func(ns string) bool { return nsSel.Matches(nsLabels[ns]) }
+		}
+		podSel := p.PodSelector
+		if podSel == nil {
+			podSel = &metav1.LabelSelector{}
+		}
+		for _, a := range selectPods(pods, podSel, nsOK) {
+			out = append(out, netip.PrefixFrom(a, 32))
+		}
+	}
+	return out
+}
+
+func ports(ps []networkingv1.NetworkPolicyPort) []PortProto {
+	if len(ps) == 0 {
+		return nil
+	}
+	out := []PortProto{}
+	for _, p := range ps {
+		proto := "tcp"
+		if p.Protocol != nil {
+			proto = strings.ToLower(string(*p.Protocol))
+		}
+		if proto != "tcp" && proto != "udp" {
+			continue
+		}
+		if p.Port == nil {
+			out = append(out, PortProto{Protocol: proto})
+		} else if p.Port.IntValue() > 0 { // named ports are outside the subset
+			out = append(out, PortProto{Protocol: proto, Port: p.Port.IntValue()})
+		}
+	}
+	return out
+}
+
+// CompileServices joins ClusterIP Services with their EndpointSlices. Only
+// endpoints inside podRange are kept: the lab routes nothing else.
+func CompileServices(svcs []*corev1.Service, slices []*discoveryv1.EndpointSlice, podRange netip.Prefix) []ServicePort {
+	bySvc := map[string][]*discoveryv1.EndpointSlice{}
+	for _, s := range slices {
+		bySvc[s.Namespace+"/"+s.Labels[discoveryv1.LabelServiceName]] = append(bySvc[s.Namespace+"/"+s.Labels[discoveryv1.LabelServiceName]], s)
+	}
+	var out []ServicePort
+	for _, svc := range svcs {
+		cip, err := netip.ParseAddr(svc.Spec.ClusterIP)
+		if err != nil || !cip.Is4() {
+			continue
+		}
+		for _, sp := range svc.Spec.Ports {
+			proto := strings.ToLower(string(sp.Protocol))
+			if proto == "" {
+				proto = "tcp"
+			}
+			if proto != "tcp" && proto != "udp" {
+				continue
+			}
+			p := ServicePort{Key: svc.Namespace + "/" + svc.Name + ":" + sp.Name + ":" + proto, ClusterIP: cip, Protocol: proto, Port: int(sp.Port)}
+			seen := map[Endpoint]bool{}
+			for _, sl := range bySvc[svc.Namespace+"/"+svc.Name] {
+				if sl.AddressType != discoveryv1.AddressTypeIPv4 {
+					continue
+				}
+				port := 0
+				for _, epp := range sl.Ports {
+					if epp.Name != nil && *epp.Name == sp.Name && epp.Port != nil {
+						port = int(*epp.Port)
+					}
+				}
+				if port == 0 {
+					continue
+				}
+				for _, ep := range sl.Endpoints {
+					if ep.Conditions.Ready != nil && !*ep.Conditions.Ready {
+						continue
+					}
+					for _, a := range ep.Addresses {
+						ip, err := netip.ParseAddr(a)
+						e := Endpoint{IP: ip, Port: port}
+						if err == nil && podRange.Contains(ip) && !seen[e] {
+							seen[e] = true
+							p.Endpoints = append(p.Endpoints, e)
+						}
+					}
+				}
+			}
+			sort.Slice(p.Endpoints, func(i, j int) bool { return p.Endpoints[i].IP.Less(p.Endpoints[j].IP) })
+			out = append(out, p)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	return out
+}

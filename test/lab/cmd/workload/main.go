@@ -1,0 +1,226 @@
+// Command workload is the lab's test workload and its client, one static
+// binary so that pods need no shell, wget or curl (busybox's wget crashes in
+// this lab's pods).
+//
+//	workload [serve] [-log-every D]  HTTP on TCP 80 and 8080, UDP echo on 5000
+//	workload get URL                 HTTP GET, print the body (exit 1 on failure)
+//	workload udp HOST:PORT MSG        send MSG, print the echo
+//	workload ovs-ports [DB_SOCKET]   list this node's OVS bridges and ports (JSON)
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+)
+
+func main() {
+	args := os.Args[1:]
+	cmd := "serve"
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		cmd, args = args[0], args[1:]
+	}
+	var err error
+	switch cmd {
+	case "serve":
+		err = serve(args)
+	case "get":
+		err = get(args)
+	case "udp":
+		err = udp(args)
+	case "ovs-ports":
+		err = ovsPorts(args)
+	default:
+		err = fmt.Errorf("unknown command %q (serve, get, udp, ovs-ports)", cmd)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "workload:", err)
+		os.Exit(1)
+	}
+}
+
+func identity() string {
+	if p := os.Getenv("POD_NAME"); p != "" {
+		return p
+	}
+	h, _ := os.Hostname()
+	return h
+}
+
+func serve(args []string) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	every := fs.Duration("log-every", 0, "print a numbered line at this interval (for kubectl logs -f)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	errc := make(chan error, 3)
+	for _, port := range []int{80, 8080} {
+		mux := http.NewServeMux()
+		mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+			fmt.Printf("http %d %s from %s\n", port, r.URL.Path, r.RemoteAddr)
+			fmt.Fprintf(w, "%s port %d\n", identity(), port)
+		})
+		srv := &http.Server{Addr: fmt.Sprintf(":%d", port), Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		go func() { errc <- srv.ListenAndServe() }()
+	}
+	go func() { errc <- udpEcho(":5000") }()
+	if *every > 0 {
+		go func() {
+			for i := 1; ; i++ {
+				fmt.Printf("tick %d\n", i)
+				time.Sleep(*every)
+			}
+		}()
+	}
+	fmt.Printf("%s serving http on 80, 8080 and udp echo on 5000\n", identity())
+	return <-errc
+}
+
+func udpEcho(addr string) error {
+	pc, err := net.ListenPacket("udp", addr)
+	if err != nil {
+		return err
+	}
+	buf := make([]byte, 65535)
+	for {
+		n, from, err := pc.ReadFrom(buf)
+		if err != nil {
+			return err
+		}
+		_, _ = pc.WriteTo(buf[:n], from)
+	}
+}
+
+func get(args []string) error {
+	fs := flag.NewFlagSet("get", flag.ContinueOnError)
+	timeout := fs.Duration("timeout", 3*time.Second, "give up after this long")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return errors.New("usage: workload get [-timeout D] URL")
+	}
+	c := &http.Client{Timeout: *timeout}
+	resp, err := c.Get(fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	fmt.Print(string(body))
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("status %s", resp.Status)
+	}
+	return nil
+}
+
+func udp(args []string) error {
+	if len(args) != 2 {
+		return errors.New("usage: workload udp HOST:PORT MSG")
+	}
+	c, err := net.Dial("udp", args[0])
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if err := c.SetDeadline(time.Now().Add(3 * time.Second)); err != nil {
+		return err
+	}
+	if _, err := c.Write([]byte(args[1])); err != nil {
+		return err
+	}
+	buf := make([]byte, 65535)
+	n, err := c.Read(buf)
+	if err != nil {
+		return err
+	}
+	fmt.Println(string(buf[:n]))
+	return nil
+}
+
+// ovsPorts asks OVSDB (JSON-RPC over the unix socket) for the bridges and
+// ports, so that a hostNetwork pod shows which node's OVS it reaches.
+func ovsPorts(args []string) error {
+	sock := "/var/run/openvswitch/db.sock"
+	if len(args) > 0 {
+		sock = args[0]
+	}
+	c, err := net.DialTimeout("unix", sock, 3*time.Second)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if err := c.SetDeadline(time.Now().Add(5 * time.Second)); err != nil {
+		return err
+	}
+	req := map[string]any{
+		"id":     1,
+		"method": "transact",
+		"params": []any{"Open_vSwitch",
+			map[string]any{"op": "select", "table": "Bridge", "where": []any{}, "columns": []string{"name"}},
+			map[string]any{"op": "select", "table": "Port", "where": []any{}, "columns": []string{"name", "external_ids"}},
+		},
+	}
+	if err := json.NewEncoder(c).Encode(req); err != nil {
+		return err
+	}
+	var resp struct {
+		Result []struct {
+			Rows []struct {
+				Name        string          `json:"name"`
+				ExternalIDs json.RawMessage `json:"external_ids"`
+			} `json:"rows"`
+		} `json:"result"`
+		Error any `json:"error"`
+	}
+	if err := json.NewDecoder(c).Decode(&resp); err != nil {
+		return err
+	}
+	if resp.Error != nil || len(resp.Result) != 2 {
+		return fmt.Errorf("ovsdb error: %v", resp.Error)
+	}
+	type port struct {
+		Name         string `json:"name"`
+		PodName      string `json:"podName,omitempty"`
+		PodNamespace string `json:"podNamespace,omitempty"`
+	}
+	out := struct {
+		Bridges []string `json:"bridges"`
+		Ports   []port   `json:"ports"`
+	}{}
+	for _, b := range resp.Result[0].Rows {
+		out.Bridges = append(out.Bridges, b.Name)
+	}
+	for _, p := range resp.Result[1].Rows {
+		ids := ovsMap(p.ExternalIDs)
+		out.Ports = append(out.Ports, port{Name: p.Name, PodName: ids["pod-name"], PodNamespace: ids["pod-namespace"]})
+	}
+	return json.NewEncoder(os.Stdout).Encode(out)
+}
+
+// ovsMap decodes OVSDB's ["map", [[k, v], ...]] encoding.
+func ovsMap(raw json.RawMessage) map[string]string {
+	var m []json.RawMessage
+	out := map[string]string{}
+	if json.Unmarshal(raw, &m) != nil || len(m) != 2 {
+		return out
+	}
+	var pairs [][2]string
+	if json.Unmarshal(m[1], &pairs) != nil {
+		return out
+	}
+	for _, kv := range pairs {
+		out[kv[0]] = kv[1]
+	}
+	return out
+}
