@@ -162,7 +162,7 @@ func TestThroughRealKubectl(t *testing.T) {
 		{"pod-a", "pod-b", "--timeout", "0s"},
 		{"pod-a", "pod-b", "--timeout", "301s"},
 		{"pod-a", "pod-b", "--engine", "ebpf"},
-		{"pod-a", "pod-b", "-o", "wide"},
+		{"pod-a", "pod-b", "-o", "table"},
 		{"pod-a", "pod-b", "--expect", "maybe"},
 		{"pod-a", "10.0.0.256"},
 		{"pod-a", "10.0.0.5", "--ipv6"},

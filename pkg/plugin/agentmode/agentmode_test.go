@@ -53,7 +53,8 @@ func (f *fakeAntrea) Delete(context.Context, string) error {
 	f.mu.Unlock()
 	return nil
 }
-func (f *fakeAntrea) Watch(context.Context, string) (watch.Interface, error) { return f.w, nil }
+func (f *fakeAntrea) List(context.Context, string) ([]traceflow.Traceflow, error) { return nil, nil }
+func (f *fakeAntrea) Watch(context.Context, string) (watch.Interface, error)      { return f.w, nil }
 
 func run(t *testing.T, statuses []traceflow.Status, timeout int32, keep bool) (Outcome, error, *fakeAntrea, []view.Update) {
 	t.Helper()

@@ -59,6 +59,13 @@ func (r *result) writes() []string {
 // objs, with a fixed name suffix, no terminal and no environment.
 func runCommand(t testing.TB, args []string, objs ...runtime.Object) *result {
 	t.Helper()
+	return runCommandWith(t, args, nil, objs...)
+}
+
+// runCommandWith is runCommand with a hook to add reactors to the fake
+// clientset before the command runs.
+func runCommandWith(t testing.TB, args []string, setup func(*fake.Clientset), objs ...runtime.Object) *result {
+	t.Helper()
 	res := &result{}
 	var stdout, stderr bytes.Buffer
 	deps := Deps{
@@ -69,13 +76,16 @@ func runCommand(t testing.TB, args []string, objs ...runtime.Object) *result {
 				ns = *cf.Namespace
 			}
 			res.kube = fake.NewClientset(objs...)
+			if setup != nil {
+				setup(res.kube)
+			}
 			res.dyn = dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
 				map[schema.GroupVersionResource]string{
 					traceflow.GroupVersionResource: traceflow.ListKind,
 					crdResource():                  "CustomResourceDefinitionList",
 				})
 			return &Clients{Namespace: ns, Lookup: resolve.FromClientset(res.kube),
-				Traceflows: traceflow.NewClient(res.dyn), Dynamic: res.dyn}, nil
+				Traceflows: traceflow.NewClient(res.dyn), Dynamic: res.dyn, Kube: res.kube}, nil
 		},
 		Suffix:     func() string { return "x7k2q" },
 		IsTerminal: func(any) bool { return false },

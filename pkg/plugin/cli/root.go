@@ -33,6 +33,8 @@ type Clients struct {
 	Traceflows traceflow.Client
 	// Dynamic serves install-crd, which writes a CustomResourceDefinition.
 	Dynamic dynamic.Interface
+	// Kube runs traces: helper pods, tag claims, engine detection.
+	Kube kubernetes.Interface
 }
 
 // Connector makes Clients from the kubeconfig flags. Commands call it only
@@ -81,7 +83,7 @@ func NewRootCommand(streams genericiooptions.IOStreams, deps Deps) *cobra.Comman
 	cmd.SetFlagErrorFunc(flagError)
 	configFlags.AddFlags(cmd.PersistentFlags())
 	cmd.SetUsageTemplate(usageTemplate(cmd.UsageTemplate()))
-	cmd.AddCommand(newInstallCRDCommand(streams, deps, configFlags), newVersionCommand(streams))
+	cmd.AddCommand(newInstallCRDCommand(streams, deps, configFlags), newVersionCommand(streams), newCleanupCommand(streams, deps, configFlags))
 	for _, c := range cmd.Commands() {
 		c.SetFlagErrorFunc(flagError)
 	}
@@ -137,7 +139,7 @@ func Connect(cf *genericclioptions.ConfigFlags) (*Clients, error) {
 	if err != nil {
 		return nil, exitcode.Errorf(exitcode.Setup, "making a Kubernetes client: %w; check the cluster entry of the kubeconfig", err)
 	}
-	return &Clients{Namespace: ns, Lookup: resolve.FromClientset(cs), Traceflows: traceflow.NewClient(dyn), Dynamic: dyn}, nil
+	return &Clients{Namespace: ns, Lookup: resolve.FromClientset(cs), Traceflows: traceflow.NewClient(dyn), Dynamic: dyn, Kube: cs}, nil
 }
 
 // isTerminal reports whether w is a character device (a terminal).

@@ -13,8 +13,10 @@ import (
 
 	"github.com/kubectl-traceflow/kubectl-traceflow/internal/version"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/exitcode"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/helperpod"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/resolve"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/traceflow"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/view"
 )
 
 // Output formats. An unset -o means live on a terminal and plain
@@ -24,7 +26,16 @@ const (
 	outputJSON  = "json"
 	outputYAML  = "yaml"
 	outputLive  = "live"
+	// outputWide is plain (or live, on a terminal) with each hop's OVS
+	// table and flow.
+	outputWide = "wide"
 )
+
+// DefaultHelperImage is the helper image this plugin version runs; the
+// image's tag is the plugin's version so the two always match.
+func DefaultHelperImage() string {
+	return "ghcr.io/kubectl-traceflow/traceflow-helper:" + version.Version
+}
 
 // TraceOptions is `kubectl traceflow SRC DST`: raw flag values, then the
 // typed inputs Complete derives from them.
@@ -49,6 +60,11 @@ type TraceOptions struct {
 	color            string
 	dryRun           bool
 	keep             bool
+	explain          bool
+	helperImage      string
+	helperNamespace  string
+	ovsRunDir        string
+	bridge           string
 	changed          func(name string) bool
 
 	// Typed inputs, set by Complete.
@@ -62,7 +78,9 @@ type TraceOptions struct {
 func newTraceCommand(streams genericiooptions.IOStreams, deps Deps, cf *genericclioptions.ConfigFlags) *cobra.Command {
 	o := &TraceOptions{IOStreams: streams, configFlags: cf, deps: deps,
 		ttl: traceflow.DefaultTTL, timeout: traceflow.DefaultTimeoutSeconds * time.Second,
-		tcpFlags: traceflow.TCPFlagSYN, engine: "auto", expect: "delivered", color: "auto"}
+		tcpFlags: traceflow.TCPFlagSYN, engine: "auto", expect: "delivered", color: "auto",
+		helperImage: DefaultHelperImage(), helperNamespace: "kube-system",
+		ovsRunDir: helperpod.DefaultOVSRunDir, bridge: helperpod.DefaultBridge}
 	cmd := &cobra.Command{
 		Use:         "traceflow SRC DST [--tcp PORT | --udp PORT | --icmp]",
 		Short:       "Trace a packet from a pod to a pod, Service or IP through the Open vSwitch dataplane",
@@ -99,8 +117,14 @@ func (o *TraceOptions) addFlags(cmd *cobra.Command) {
 	f.Var(&timeoutValue{&o.timeout}, "timeout", "how long the trace may take, 1s to 300s")
 	f.Var(&enumValue{&o.engine, []string{"auto", "agent", "helper"}}, "engine",
 		"who traces: agent (Antrea's agents), helper (our node helper pods), or auto (agent where Antrea serves Traceflow)")
-	f.VarP(&enumValue{&o.output, []string{outputPlain, outputJSON, outputYAML}}, "output", "o",
-		"output format (default: live on a terminal, plain otherwise)")
+	f.VarP(&enumValue{&o.output, []string{outputPlain, outputWide, outputJSON, outputYAML}}, "output", "o",
+		"output format (default: live on a terminal, plain otherwise); wide adds each hop's OVS table and flow")
+	f.BoolVar(&o.explain, "explain", false, "show each hop's OVS table and flow (as -o wide does)")
+	f.StringVar(&o.helperImage, "helper-image", o.helperImage, "image of the node helper pods (helper engine)")
+	f.StringVar(&o.helperNamespace, "helper-namespace", o.helperNamespace,
+		"namespace for the helper pods and tag claims; it must allow privileged pods (PodSecurity)")
+	f.StringVar(&o.ovsRunDir, "ovs-rundir", o.ovsRunDir, "the nodes' Open vSwitch run directory (db.sock, BRIDGE.mgmt)")
+	f.StringVar(&o.bridge, "bridge", o.bridge, "the OVS bridge that carries pod traffic")
 	f.Var(&enumValue{&o.expect, []string{"delivered", "dropped", "rejected", "any"}}, "expect",
 		"the verdict that exits 0; another verdict exits 2")
 	f.Var(&enumValue{&o.color, []string{"auto", "always", "never"}}, "color", "colour the output: auto honours NO_COLOR and needs a terminal")
@@ -132,6 +156,9 @@ func (o *TraceOptions) Complete(args []string) error {
 	}
 	o.format = o.output
 	terminal := o.deps.IsTerminal(o.Out)
+	if o.format == outputWide {
+		o.format, o.explain = "", true
+	}
 	if o.format == "" {
 		o.format = outputPlain
 		if terminal {
@@ -185,8 +212,8 @@ func (o *TraceOptions) Validate() error {
 	return nil
 }
 
-// Run resolves the endpoints in the cluster, builds the Traceflow and, for
-// now, prints it with --dry-run: the engines come in a later release.
+// Run resolves the endpoints in the cluster, builds the Traceflow, and
+// either prints it (--dry-run) or runs the trace with the chosen engine.
 func (o *TraceOptions) Run(ctx context.Context) error {
 	clients, err := o.deps.Connect(o.configFlags)
 	if err != nil {
@@ -211,9 +238,54 @@ func (o *TraceOptions) Run(ctx context.Context) error {
 	if o.dryRun {
 		return o.print(o.Out, tf, res)
 	}
-	return exitcode.Errorf(exitcode.Setup,
-		"tracing is not available in this build of kubectl-traceflow (%s) yet: neither the agent nor the helper engine is built in, and nothing was created; run with --dry-run to see the Traceflow it would create",
-		version.Version)
+	s := newSink(o.format, o.explain, o.useColor, o.Out, time.Now)
+	r, err := o.trace(ctx, clients, res, tf, s.Emit)
+	if cerr := s.Close(); err == nil {
+		err = cerr
+	}
+	return o.finish(s, r, err)
+}
+
+// finish prints what the chosen format prints at the end, the one-line
+// summary, and turns the verdict into the exit code.
+func (o *TraceOptions) finish(s *sink, r traceResult, err error) error {
+	if r.verdict == "" { // the trace never started
+		return err
+	}
+	summaryTo := o.Out
+	switch o.format {
+	case outputJSON, outputYAML:
+		summaryTo = o.ErrOut
+		if r.record != nil {
+			rec := *r.record
+			rec.Annotations = mergeAnnotation(rec.Annotations, VerdictAnnotation, string(r.verdict))
+			if perr := o.print(o.Out, &rec, nil); perr != nil && err == nil {
+				err = perr
+			}
+		}
+	}
+	expect := view.Expect(o.expect)
+	_, _ = fmt.Fprintln(summaryTo, s.summary(expect)) // the exit code carries the verdict if this write fails
+	if err != nil {
+		return err
+	}
+	code, verr := view.ExitCode(r.verdict, expect)
+	if verr != nil && r.reason != "" {
+		verr = fmt.Errorf("%w: %s", verr, r.reason)
+	}
+	return exitcode.Wrap(code, verr)
+}
+
+// VerdictAnnotation carries the verdict on the record printed by -o json|yaml.
+const VerdictAnnotation = "traceflow.kubectl-traceflow.io/verdict"
+
+func mergeAnnotation(m map[string]string, k, v string) map[string]string {
+	out := make(map[string]string, len(m)+1)
+	for key, val := range m {
+		out[key] = val
+	}
+	out[k] = v
+	return out
 }
 
 // request turns a resolution into the builder's input.

@@ -1,8 +1,18 @@
 package cli
 
 import (
+	"context"
+	"errors"
 	"strings"
 	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/exitcode"
 )
@@ -42,23 +52,28 @@ func TestDryRunGolden(t *testing.T) {
 	}
 }
 
-// TestRunWithoutEngine checks the honest answer of this build: everything
-// resolves, nothing is created, exit 4 says the engine is missing.
-func TestRunWithoutEngine(t *testing.T) {
-	res := runCommand(t, []string{"pod-a", "pod-b", "--tcp", "80"}, demoCluster()...)
+// TestHelperModeForbidden runs a real (non dry-run) trace where helper pods
+// may not be created: the engine is chosen (helper, no Antrea), the tag is
+// claimed and given back, and the error names the verb, resource and
+// namespace that RBAC refused, with exit 4.
+func TestHelperModeForbidden(t *testing.T) {
+	res := runCommandWith(t, []string{"pod-a", "pod-b", "--tcp", "80"}, func(cs *fake.Clientset) {
+		cs.PrependReactor("create", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+			return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "", errors.New("RBAC"))
+		})
+	}, demoCluster()...)
 	if code := exitcode.Of(res.err); code != exitcode.Setup {
 		t.Fatalf("exit code %d (%v), want %d", code, res.err, exitcode.Setup)
 	}
-	for _, want := range []string{"not available in this build", "nothing was created", "--dry-run"} {
-		if !strings.Contains(res.err.Error(), want) {
-			t.Errorf("error %q lacks %q", res.err, want)
-		}
+	if !strings.Contains(res.err.Error(), "not allowed to create pods in namespace kube-system") {
+		t.Errorf("error %q does not name what RBAC refused", res.err)
 	}
-	if w := res.writes(); len(w) > 0 {
-		t.Errorf("created something: %v", w)
+	leases, err := res.kube.CoordinationV1().Leases("").List(context.Background(), metav1.ListOptions{})
+	if err != nil || len(leases.Items) != 0 {
+		t.Errorf("tag claims left behind: %v %v", leases, err)
 	}
-	if res.stdout != "" {
-		t.Errorf("printed a result: %q", res.stdout)
+	if !strings.Contains(res.stdout, "engine=helper") || !strings.Contains(res.stdout, "FAIL:") {
+		t.Errorf("plain output lacks the engine line or the summary:\n%s", res.stdout)
 	}
 }
 
@@ -119,5 +134,24 @@ func TestColorEnabled(t *testing.T) {
 		if got := colorEnabled(tt.mode, tt.terminal, env(tt.noColor)); got != tt.want {
 			t.Errorf("colorEnabled(%s, terminal=%v, NO_COLOR=%q) = %v, want %v", tt.mode, tt.terminal, tt.noColor, got, tt.want)
 		}
+	}
+}
+
+func TestCleanupSweepsOnlyOurs(t *testing.T) {
+	objs := append(demoCluster(),
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "tf-x-sender-abc",
+			Labels: map[string]string{"app.kubernetes.io/managed-by": "kubectl-traceflow"}}})
+	res := runCommand(t, []string{"cleanup"}, objs...)
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	if res.stdout != "removed pod kube-system/tf-x-sender-abc\n" {
+		t.Errorf("stdout %q", res.stdout)
+	}
+	if _, err := res.kube.CoreV1().Pods("kube-system").Get(context.Background(), "tf-x-sender-abc", metav1.GetOptions{}); err == nil {
+		t.Error("helper pod not removed")
+	}
+	if _, err := res.kube.CoreV1().Pods("default").Get(context.Background(), "pod-a", metav1.GetOptions{}); err != nil {
+		t.Errorf("cleanup removed a pod that is not ours: %v", err)
 	}
 }

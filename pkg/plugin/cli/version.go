@@ -15,7 +15,7 @@ func newVersionCommand(streams genericiooptions.IOStreams) *cobra.Command {
 		Short: "Print the version of kubectl-traceflow",
 		Args:  noArgs,
 		RunE: func(*cobra.Command, []string) error {
-			_, err := fmt.Fprintf(streams.Out, "kubectl-traceflow %s (commit %s)\n", version.Version, version.Commit)
+			_, err := fmt.Fprintf(streams.Out, "kubectl-traceflow %s (commit %s)\nhelper image: %s\n", version.Version, version.Commit, DefaultHelperImage())
 			return err
 		},
 	}

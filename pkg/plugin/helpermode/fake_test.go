@@ -211,6 +211,16 @@ func (r *fakeRecords) Delete(_ context.Context, name string) error {
 	return nil
 }
 
+func (r *fakeRecords) List(context.Context, string) ([]traceflow.Traceflow, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []traceflow.Traceflow
+	for _, o := range r.objects {
+		out = append(out, *clone(o))
+	}
+	return out, nil
+}
+
 func (r *fakeRecords) Watch(context.Context, string) (watch.Interface, error) {
 	return watch.NewEmptyWatch(), nil
 }

@@ -21,6 +21,8 @@ type Client interface {
 	// helper engine acts as the controller).
 	UpdateStatus(ctx context.Context, tf *Traceflow) (*Traceflow, error)
 	Delete(ctx context.Context, name string) error
+	// List lists the Traceflows matching a label selector ("" for all).
+	List(ctx context.Context, selector string) ([]Traceflow, error)
 	// Watch watches the one Traceflow called name; decode events with
 	// FromObject.
 	Watch(ctx context.Context, name string) (watch.Interface, error)
@@ -70,6 +72,22 @@ func (c *dynamicClient) UpdateStatus(ctx context.Context, tf *Traceflow) (*Trace
 
 func (c *dynamicClient) Delete(ctx context.Context, name string) error {
 	return c.res.Delete(ctx, name, metav1.DeleteOptions{})
+}
+
+func (c *dynamicClient) List(ctx context.Context, selector string) ([]Traceflow, error) {
+	l, err := c.res.List(ctx, metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Traceflow, 0, len(l.Items))
+	for i := range l.Items {
+		tf, err := FromUnstructured(&l.Items[i])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, *tf)
+	}
+	return out, nil
 }
 
 func (c *dynamicClient) Watch(ctx context.Context, name string) (watch.Interface, error) {

@@ -1,0 +1,192 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/agentmode"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/engine"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/exitcode"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/helpermode"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/resolve"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/tagalloc"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/traceflow"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/view"
+)
+
+// traceResult is how a trace ended, whichever engine ran it.
+type traceResult struct {
+	verdict view.Verdict
+	reason  string
+	record  *traceflow.Traceflow
+	engine  engine.Decision
+}
+
+// trace chooses the engine and runs the trace, feeding updates to emit.
+func (o *TraceOptions) trace(ctx context.Context, c *Clients, res *resolve.Result, tf *traceflow.Traceflow, emit func(view.Update)) (traceResult, error) {
+	receivers, err := o.receiverNodes(ctx, c, res)
+	if err != nil {
+		return traceResult{}, err
+	}
+	facts, err := engine.Gather(ctx, c.Kube.Discovery(), c.Kube.CoreV1().Pods(""))
+	if err != nil {
+		return traceResult{}, err
+	}
+	d, err := engine.Decide(engine.Mode(o.engine), facts, append([]string{res.Source.Node}, receivers...))
+	if err != nil {
+		return traceResult{}, err
+	}
+	out := traceResult{engine: d}
+	started := view.TraceStarted{
+		Name: tf.Name, Engine: string(d.Mode), EngineReason: d.Reason,
+		Source: endpointName(res.Source), Destination: endpointName(res.Destination), Packet: describePacket(tf.Spec),
+	}
+	if d.Mode == engine.Agent {
+		r := &agentmode.Runner{Records: c.Traceflows, Now: time.Now, Emit: emit}
+		ao, err := r.Run(ctx, tf, started, o.keep)
+		out.verdict, out.reason, out.record = ao.Verdict, ao.Reason, ao.Record
+		return out, err
+	}
+	if o.live {
+		return out, exitcode.UsageErrorf("--live traces real traffic, which only Antrea's agents can do (%s): drop --live to inject a probe with the helper engine", d.Reason)
+	}
+	r := &helpermode.Runner{
+		Cluster: helpermode.NewCluster(c.Kube),
+		Tags: &tagalloc.Allocator{
+			Leases: c.Kube.CoordinationV1().Leases(o.helperNamespace),
+			Now:    time.Now,
+			Start:  rand.IntN, // plugins started together try different tags first
+		},
+		Records: c.Traceflows,
+		Now:     time.Now,
+		Emit:    emit,
+	}
+	if facts.CRDServed {
+		r.InUse = antreaTags(c.Traceflows)
+	}
+	ho, err := r.Run(ctx, helpermode.Config{
+		Namespace: o.helperNamespace, Image: o.helperImage, OVSRunDir: o.ovsRunDir, Bridge: o.bridge,
+		Timeout: o.timeout, Keep: o.keep,
+	}, helpermode.Plan{
+		Trace: tf.Name, View: started, Sender: res.Source.Node, Receivers: receivers,
+		SenderArgs: senderArgs(res, tf), Record: tf, RecordAsCR: d.RecordAsCR,
+	})
+	out.verdict, out.reason, out.record = ho.Verdict, ho.Reason, ho.Record
+	return out, err
+}
+
+// antreaTags returns the dataplane tags of running traces that are not
+// ours (ours hold a Lease): Antrea's, where Antrea also runs.
+func antreaTags(records traceflow.Client) func(context.Context) (map[uint8]bool, error) {
+	return func(ctx context.Context) (map[uint8]bool, error) {
+		list, err := records.List(ctx, "")
+		if err != nil {
+			return nil, fmt.Errorf("list Traceflows: %w", err)
+		}
+		used := map[uint8]bool{}
+		for _, tf := range list {
+			if tf.Labels[traceflow.LabelManagedBy] != traceflow.ManagedBy && tf.Status.Phase == traceflow.PhaseRunning && tf.Status.DataplaneTag > 0 {
+				used[uint8(tf.Status.DataplaneTag)] = true
+			}
+		}
+		return used, nil
+	}
+}
+
+// receiverNodes are the nodes other than the sender's where the probe may
+// arrive through a tunnel: the destination pod's node, a Service's
+// endpoints' nodes, or the node of the pod that owns a destination IP.
+func (o *TraceOptions) receiverNodes(ctx context.Context, c *Clients, res *resolve.Result) ([]string, error) {
+	set := map[string]bool{}
+	dst := res.Destination
+	switch dst.Kind {
+	case resolve.KindPod:
+		set[dst.Node] = true
+	case resolve.KindService:
+		slices, err := c.Lookup.EndpointSlices(ctx, dst.Namespace, dst.Name)
+		if err != nil {
+			return nil, exitcode.Errorf(exitcode.Setup, "list the endpoints of Service %s/%s: %w", dst.Namespace, dst.Name, err)
+		}
+		for _, s := range slices {
+			for _, e := range s.Endpoints {
+				if e.NodeName != nil && (e.Conditions.Ready == nil || *e.Conditions.Ready) {
+					set[*e.NodeName] = true
+				}
+			}
+		}
+	case resolve.KindIP:
+		pods, err := c.Kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{
+			FieldSelector: fields.OneTermEqualSelector("status.podIP", dst.IP.String()).String(),
+		})
+		if err == nil {
+			for _, p := range pods.Items {
+				if !p.Spec.HostNetwork && p.Status.Phase == corev1.PodRunning {
+					set[p.Spec.NodeName] = true
+				}
+			}
+		}
+		// Without permission to list pods cluster-wide the trace still
+		// runs: the sender's observations alone say where the packet went.
+	}
+	delete(set, res.Source.Node)
+	delete(set, "")
+	nodes := make([]string, 0, len(set))
+	for n := range set {
+		nodes = append(nodes, n)
+	}
+	sort.Strings(nodes)
+	return nodes, nil
+}
+
+// senderArgs are the sender helper's flags: where to inject, and the packet.
+func senderArgs(res *resolve.Result, tf *traceflow.Traceflow) []string {
+	args := []string{
+		"--source-pod", res.Source.Namespace + "/" + res.Source.Name,
+		"--source-ip", res.Source.IP.String(),
+		"--destination", res.Destination.IP.String(),
+	}
+	th := tf.Spec.Packet.TransportHeader
+	switch {
+	case th.TCP != nil:
+		args = append(args, "--tcp", strconv.Itoa(int(th.TCP.DstPort)))
+		if th.TCP.SrcPort != 0 {
+			args = append(args, "--source-port", strconv.Itoa(int(th.TCP.SrcPort)))
+		}
+		if th.TCP.Flags != nil {
+			args = append(args, "--tcp-flags", strconv.Itoa(int(*th.TCP.Flags)))
+		}
+	case th.UDP != nil:
+		args = append(args, "--udp", strconv.Itoa(int(th.UDP.DstPort)))
+		if th.UDP.SrcPort != 0 {
+			args = append(args, "--source-port", strconv.Itoa(int(th.UDP.SrcPort)))
+		}
+	default:
+		args = append(args, "--icmp")
+	}
+	if h := tf.Spec.Packet.IPHeader; h != nil && h.TTL != 0 {
+		args = append(args, "--ttl", strconv.Itoa(int(h.TTL)))
+	}
+	if h := tf.Spec.Packet.IPv6Header; h != nil && h.HopLimit != 0 {
+		args = append(args, "--ttl", strconv.Itoa(int(h.HopLimit)))
+	}
+	return args
+}
+
+// endpointName is how the view names an endpoint: NS/NAME, NS/svc/NAME or the IP.
+func endpointName(e resolve.Endpoint) string {
+	switch e.Kind {
+	case resolve.KindPod:
+		return e.Namespace + "/" + e.Name
+	case resolve.KindService:
+		return e.Namespace + "/svc/" + e.Name
+	}
+	return e.IP.String()
+}

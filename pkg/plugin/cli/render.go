@@ -1,0 +1,125 @@
+package cli
+
+import (
+	"io"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/muesli/termenv"
+	"golang.org/x/term"
+
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/view"
+)
+
+// sink receives the engines' updates, folds them into the one view model
+// and drives the renderer the user chose. Engines call Emit from their own
+// goroutine; the live view also redraws on a timer for its spinner.
+type sink struct {
+	mu     sync.Mutex
+	model  view.Model
+	plain  *view.Plain
+	live   *view.Live
+	screen *view.Screen
+	now    func() time.Time
+	step   int
+	stop   chan struct{}
+	done   sync.WaitGroup
+	err    error
+}
+
+// spinnerEvery is the live view's redraw period: often enough for a
+// smooth spinner, rarely enough to cost nothing.
+const spinnerEvery = 100 * time.Millisecond
+
+func newSink(format string, explain, color bool, out io.Writer, now func() time.Time) *sink {
+	s := &sink{now: now, stop: make(chan struct{})}
+	switch format {
+	case outputLive:
+		profile := termenv.Ascii
+		if color {
+			profile = termenv.ANSI256
+		}
+		s.live = view.NewLive(terminalWidth(out), profile, explain)
+		s.screen = &view.Screen{W: out}
+		s.done.Add(1)
+		go s.tick()
+	case outputPlain:
+		s.plain = &view.Plain{W: out, Explain: explain}
+	}
+	return s
+}
+
+// Emit applies u and renders it.
+func (s *sink) Emit(u view.Update) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.model.Apply(u)
+	switch {
+	case s.plain != nil:
+		s.keep(s.plain.Write(&s.model, u))
+	case s.live != nil:
+		s.keep(s.screen.Draw(s.live.Frame(&s.model, s.now(), s.step)))
+	}
+}
+
+func (s *sink) keep(err error) {
+	if s.err == nil {
+		s.err = err
+	}
+}
+
+func (s *sink) tick() {
+	defer s.done.Done()
+	t := time.NewTicker(spinnerEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+			s.mu.Lock()
+			if s.model.Finished == nil {
+				s.step++
+				s.keep(s.screen.Draw(s.live.Frame(&s.model, s.now(), s.step)))
+			}
+			s.mu.Unlock()
+		}
+	}
+}
+
+// Close stops the timer, draws the final frame and gives the terminal back.
+// It returns the first error writing the output, if any.
+func (s *sink) Close() error {
+	close(s.stop)
+	s.done.Wait()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.live != nil {
+		s.keep(s.screen.Draw(s.live.Frame(&s.model, s.now(), s.step)))
+		s.keep(s.screen.Close())
+	}
+	return s.err
+}
+
+// terminalWidth is the width of the terminal out writes to, else COLUMNS,
+// else 80.
+func terminalWidth(out io.Writer) int {
+	if f, ok := out.(*os.File); ok {
+		if w, _, err := term.GetSize(int(f.Fd())); err == nil && w > 0 {
+			return w
+		}
+	}
+	if c, err := strconv.Atoi(os.Getenv("COLUMNS")); err == nil && c > 0 {
+		return c
+	}
+	return 80
+}
+
+// summary is the one line a CI log reader looks for.
+func (s *sink) summary(expect view.Expect) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return view.Summary(&s.model, expect)
+}
