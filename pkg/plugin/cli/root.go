@@ -82,6 +82,7 @@ func NewRootCommand(streams genericiooptions.IOStreams, deps Deps) *cobra.Comman
 	cmd.CompletionOptions.DisableDefaultCmd = true
 	cmd.SetFlagErrorFunc(flagError)
 	configFlags.AddFlags(cmd.PersistentFlags())
+	registerCompletions(cmd, deps, configFlags)
 	cmd.SetUsageTemplate(usageTemplate(cmd.UsageTemplate()))
 	cmd.AddCommand(newInstallCRDCommand(streams, deps, configFlags), newVersionCommand(streams), newCleanupCommand(streams, deps, configFlags))
 	for _, c := range cmd.Commands() {

@@ -155,3 +155,42 @@ func TestCleanupSweepsOnlyOurs(t *testing.T) {
 		t.Errorf("cleanup removed a pod that is not ours: %v", err)
 	}
 }
+
+func TestCompletion(t *testing.T) {
+	objs := append(demoCluster(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "demo"}})
+	for _, tc := range []struct {
+		args []string
+		want []string
+		not  []string
+	}{
+		{[]string{"__complete", "pod-"}, []string{"pod-a", "pod-b"}, []string{"svc/web"}},
+		{[]string{"__complete", "pod-a", ""}, []string{"pod-b", "svc/web", "demo/"}, nil},
+		{[]string{"__complete", "pod-a", "demo/"}, []string{"demo/pod-c"}, []string{"pod-b"}},
+		{[]string{"__complete", "pod-a", "pod-b", "--engine", ""}, []string{"auto", "agent", "helper"}, nil},
+		{[]string{"__complete", "pod-a", "pod-b", "-o", "w"}, []string{"wide"}, nil},
+	} {
+		res := runCommand(t, tc.args, objs...)
+		if res.err != nil {
+			t.Fatalf("%v: %v", tc.args, res.err)
+		}
+		lines := strings.Split(res.stdout, "\n")
+		has := func(s string) bool {
+			for _, l := range lines {
+				if l == s {
+					return true
+				}
+			}
+			return false
+		}
+		for _, w := range tc.want {
+			if !has(w) {
+				t.Errorf("%v: completions %q lack %q", tc.args, res.stdout, w)
+			}
+		}
+		for _, n := range tc.not {
+			if has(n) {
+				t.Errorf("%v: completions %q offer %q", tc.args, res.stdout, n)
+			}
+		}
+	}
+}
