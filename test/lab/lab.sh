@@ -243,7 +243,10 @@ node_ns() {
   local binds="" b
   for b in "${NODE_BINDS[@]}"; do
     mkdir -p "$nd/root$b"
-    if [ ! -e "$b" ]; then mkdir -p "$b" && echo "$b" >>"$S/host-dirs"; fi
+    # Record every directory made on the host (parents too) for down.
+    local d=$b
+    while [ ! -e "$d" ]; do echo "$d" >>"$S/host-dirs"; d=$(dirname "$d"); done
+    mkdir -p "$b"
     binds="$binds mount --bind $nd/root$b $b;"
   done
   nsenter --net=/run/netns/"$n" unshare --mount="$S/ns/$n.mnt" --uts="$S/ns/$n.uts" --propagation private \
@@ -389,10 +392,19 @@ up() {
   local t0=$SECONDS
   build
   if [ -d "$S" ] && healthy; then
-    log "lab already up; refreshing images"
+    log "lab already up; refreshing images and lab binaries"
     images
-    for i in $(seq 1 "$NODES"); do import_images "$(node_name "$i")" & done
-    wait
+    for i in $(seq 1 "$NODES"); do import_images "$(node_name "$i")"; done
+    cp "$root/bin/lab/lab-cni" "$S/cni-bin/.lab-cni" && mv "$S/cni-bin/.lab-cni" "$S/cni-bin/lab-cni"
+    for i in $(seq 1 "$NODES"); do
+      n=$(node_name "$i")
+      if ! cmp -s "$root/bin/lab/lab-agent" "$S/nodes/$n/lab-agent"; then
+        log "restarting $n's lab agent (its binary changed)"
+        kill "$(cat "$S/pids/$n-lab-agent.pid")"
+        poll "$n-lab-agent to stop" 10 bash -c "! kill -0 $(cat "$S/pids/$n-lab-agent.pid")"
+        node_agent "$i"
+      fi
+    done
     echo "export KUBECONFIG=$S/kubeconfig"
     return
   fi

@@ -169,11 +169,19 @@ func Flows(c Config, s State) []string {
 		f(TablePipelineRootClassifier, 200, "ip", goTo(TableClassifier)),
 		f(TablePipelineRootClassifier, 0, "", "drop"))
 
-	// Pods ask only for the gateway (their routes point at it); answer here.
-	add(f(TableARPResponder, 200, "arp,arp_op=1,arp_tpa="+gw,
-		"move:NXM_OF_ETH_SRC[]->NXM_OF_ETH_DST[],set_field:"+c.GatewayMAC+"->eth_src,set_field:2->arp_op,"+
-			"move:NXM_NX_ARP_SHA[]->NXM_NX_ARP_THA[],set_field:"+c.GatewayMAC+"->arp_sha,"+
-			"move:NXM_OF_ARP_SPA[]->NXM_OF_ARP_TPA[],set_field:"+gw+"->arp_spa,IN_PORT"),
+	// Pods ask for the gateway (their route for other nodes' pods points at
+	// it) and, on their own /24, for each other: answer both here.
+	arpReply := func(ip, mac string) string {
+		return f(TableARPResponder, 200, "arp,arp_op=1,arp_tpa="+ip,
+			"move:NXM_OF_ETH_SRC[]->NXM_OF_ETH_DST[],set_field:"+mac+"->eth_src,set_field:2->arp_op,"+
+				"move:NXM_NX_ARP_SHA[]->NXM_NX_ARP_THA[],set_field:"+mac+"->arp_sha,"+
+				"move:NXM_OF_ARP_SPA[]->NXM_OF_ARP_TPA[],set_field:"+ip+"->arp_spa,IN_PORT")
+	}
+	add(arpReply(gw, c.GatewayMAC))
+	for _, p := range s.Pods {
+		add(arpReply(p.IP.String(), p.MAC))
+	}
+	add(
 		f(TableARPResponder, 0, "", "drop"),
 		f(TableARPSpoofGuard, 0, "", "drop"))
 

@@ -26,13 +26,14 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
-	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	discoverylisters "k8s.io/client-go/listers/discovery/v1"
+	networkinglisters "k8s.io/client-go/listers/networking/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -152,28 +153,18 @@ func setTableNames(bridge string) error {
 }
 
 type agentState struct {
-	o        options
-	cs       kubernetes.Interface
-	groupIDs map[string]int
-	nextID   int
-	kick     chan struct{}
-	reqs     chan chan error
-	pods     interface {
-		List(labels.Selector) ([]*corev1.Pod, error)
-	}
-	nodes interface {
-		List(labels.Selector) ([]*corev1.Node, error)
-	}
-	nss interface {
-		List(labels.Selector) ([]*corev1.Namespace, error)
-	}
-	svcs   interface{ List(labels.Selector) ([]*corev1.Service, error) }
-	slices interface {
-		List(labels.Selector) ([]*discoveryEndpointSlice, error)
-	}
-	nps interface {
-		List(labels.Selector) ([]*networkingPolicy, error)
-	}
+	o          options
+	cs         kubernetes.Interface
+	groupIDs   map[string]int
+	nextID     int
+	kick       chan struct{}
+	reqs       chan chan error
+	pods       corelisters.PodLister
+	nodes      corelisters.NodeLister
+	nss        corelisters.NamespaceLister
+	svcs       corelisters.ServiceLister
+	slices     discoverylisters.EndpointSliceLister
+	nps        networkinglisters.NetworkPolicyLister
 	lastGroups map[int]bool
 }
 
@@ -399,8 +390,3 @@ func (a *agentState) sync(ctx context.Context) error {
 	a.lastGroups = groups
 	return nil
 }
-
-type (
-	discoveryEndpointSlice = discoveryv1.EndpointSlice
-	networkingPolicy       = networkingv1.NetworkPolicy
-)

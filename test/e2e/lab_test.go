@@ -1,0 +1,123 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// Done-when 4: a warm lab-up (Kubernetes binaries cached) takes at most 30 s;
+// and lab-up is idempotent: run again on a running lab, it keeps it.
+func TestLabUpWarmAndIdempotent(t *testing.T) {
+	requireLab(t)
+	if lab.reused {
+		t.Logf("lab was already up; lab.sh up on it took %s", lab.upDuration.Round(time.Millisecond))
+	} else {
+		t.Logf("warm lab.sh up took %s", lab.upDuration.Round(time.Millisecond))
+		if lab.upDuration > 30*time.Second {
+			t.Errorf("warm lab.sh up took %s, want at most 30s\n%s", lab.upDuration, lab.upOutput)
+		}
+	}
+	if want := "export KUBECONFIG=" + filepath.Join(stateDir(), "kubeconfig"); !strings.Contains(lab.upOutput, want) {
+		t.Errorf("lab.sh up output lacks %q:\n%s", want, lab.upOutput)
+	}
+	before := nodeUIDs(t)
+	start := time.Now()
+	out, err := exec.Command(labScript(), "up").CombinedOutput()
+	if err != nil {
+		t.Fatalf("second lab.sh up: %v\n%s", err, out)
+	}
+	t.Logf("lab.sh up on a running lab took %s", time.Since(start).Round(time.Millisecond))
+	if after := nodeUIDs(t); strings.Join(after, ",") != strings.Join(before, ",") {
+		t.Errorf("second lab.sh up replaced the nodes: %v -> %v", before, after)
+	}
+	if err := exec.Command(labScript(), "status").Run(); err != nil {
+		t.Errorf("lab.sh status after a second up: %v", err)
+	}
+}
+
+func nodeUIDs(t *testing.T) []string {
+	t.Helper()
+	var l corev1.NodeList
+	if err := json.Unmarshal([]byte(mustKubectl(t, "get", "nodes", "-o", "json")), &l); err != nil {
+		t.Fatal(err)
+	}
+	var uids []string
+	for _, n := range l.Items {
+		uids = append(uids, string(n.UID))
+	}
+	return uids
+}
+
+// Done-when 1: kubectl get nodes shows two Ready nodes, with the lab's node
+// IPs and pod CIDRs.
+func TestTwoReadyNodes(t *testing.T) {
+	requireLab(t)
+	var l corev1.NodeList
+	if err := json.Unmarshal([]byte(mustKubectl(t, "get", "nodes", "-o", "json")), &l); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]corev1.Node{}
+	for _, n := range l.Items {
+		got[n.Name] = n
+	}
+	for _, want := range labNodes {
+		n, ok := got[want.name]
+		if !ok {
+			t.Errorf("node %s missing (have %d nodes)", want.name, len(l.Items))
+			continue
+		}
+		ready := false
+		for _, c := range n.Status.Conditions {
+			ready = ready || (c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue)
+		}
+		if !ready {
+			t.Errorf("node %s is not Ready", want.name)
+		}
+		if n.Spec.PodCIDR != want.podCIDR {
+			t.Errorf("node %s pod CIDR %q, want %q", want.name, n.Spec.PodCIDR, want.podCIDR)
+		}
+		ipOK := false
+		for _, a := range n.Status.Addresses {
+			ipOK = ipOK || (a.Type == corev1.NodeInternalIP && a.Address == want.ip)
+		}
+		if !ipOK {
+			t.Errorf("node %s addresses %v, want InternalIP %s", want.name, n.Status.Addresses, want.ip)
+		}
+	}
+}
+
+// The helper, pause and workload images are in every node's containerd.
+func TestImagesOnEveryNode(t *testing.T) {
+	requireLab(t)
+	helper, err := os.ReadFile(filepath.Join(stateDir(), "helper-image"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range labNodes {
+		out := nodeExec(t, n.name, "ctr", "--address", "/run/containerd/containerd.sock", "-n", "k8s.io", "images", "ls", "-q")
+		for _, img := range []string{strings.TrimSpace(string(helper)), workloadImage, "ghcr.io/kubectl-traceflow/lab-pause:v1"} {
+			if !strings.Contains(out, img+"\n") {
+				t.Errorf("image %s not on %s:\n%s", img, n.name, out)
+			}
+		}
+	}
+}
+
+// The built plugin runs through the real kubectl's plugin mechanism.
+func TestPluginRunsThroughKubectl(t *testing.T) {
+	requireLab(t)
+	out := mustKubectl(t, "plugin", "list")
+	if !strings.Contains(out, filepath.Join(repoRoot(), "bin", "kubectl-traceflow")) {
+		t.Errorf("kubectl plugin list does not show bin/kubectl-traceflow:\n%s", out)
+	}
+	mustKubectl(t, "traceflow", "--help")
+}

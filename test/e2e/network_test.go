@@ -1,0 +1,277 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// webFixture: a server pod on each node behind a ClusterIP Service, and a
+// client pod on node 1 that is not an endpoint.
+type webFixture struct {
+	ns        string
+	pods      map[string]*corev1.Pod
+	clusterIP string
+}
+
+var web *webFixture
+
+func getWeb(t *testing.T) *webFixture {
+	t.Helper()
+	requireLab(t)
+	if web != nil {
+		return web
+	}
+	ns := fmt.Sprintf("e2e-web-%d", time.Now().UnixNano()%100000)
+	mustKubectl(t, "create", "namespace", ns)
+	m := podSpec(ns, "srv-1", labNodes[0].name, map[string]string{"app": "web"}) +
+		podSpec(ns, "srv-2", labNodes[1].name, map[string]string{"app": "web"}) +
+		podSpec(ns, "client", labNodes[0].name, map[string]string{"role": "client"}) +
+		fmt.Sprintf(`apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: %s}
+spec:
+  selector: {app: web}
+  ports: [{name: http, port: 80, targetPort: 80}, {name: alt, port: 8080, targetPort: 8080}]
+`, ns)
+	apply(t, m)
+	w := &webFixture{ns: ns, pods: waitPods(t, ns, "srv-1", "srv-2", "client")}
+	w.clusterIP = strings.TrimSpace(mustKubectl(t, "get", "service", "-n", ns, "web", "-o", "jsonpath={.spec.clusterIP}"))
+	web = w
+	return w
+}
+
+// Done-when 2: pods on both nodes get IPs from their node's pod CIDR.
+func TestPodsGetIPsOnBothNodes(t *testing.T) {
+	w := getWeb(t)
+	for i, name := range []string{"srv-1", "srv-2"} {
+		p := w.pods[name]
+		ip, err := netip.ParseAddr(p.Status.PodIP)
+		if err != nil {
+			t.Errorf("pod %s has no IP: %q", name, p.Status.PodIP)
+			continue
+		}
+		cidr := netip.MustParsePrefix(labNodes[i].podCIDR)
+		if p.Spec.NodeName != labNodes[i].name || !cidr.Contains(ip) || p.Status.HostIP != labNodes[i].ip {
+			t.Errorf("pod %s: node %s IP %s hostIP %s; want node %s, IP in %s, hostIP %s",
+				name, p.Spec.NodeName, ip, p.Status.HostIP, labNodes[i].name, cidr, labNodes[i].ip)
+		}
+	}
+}
+
+// Done-when 2: TCP (and UDP) from a pod on node 1 to a pod on node 2, through
+// the Geneve tunnel.
+func TestCrossNodeTCP(t *testing.T) {
+	w := getWeb(t)
+	dst := w.pods["srv-2"].Status.PodIP
+	for _, port := range []string{"80", "8080"} {
+		out, err := execIn(w.ns, "client", "get", "http://"+dst+":"+port+"/")
+		if err != nil || !strings.Contains(out, "srv-2 port "+port) {
+			t.Errorf("client (node 1) -> srv-2 (node 2) TCP %s: %q, %v", port, out, err)
+		}
+	}
+	out, err := execIn(w.ns, "client", "udp", dst+":5000", "ping-over-geneve")
+	if err != nil || strings.TrimSpace(out) != "ping-over-geneve" {
+		t.Errorf("client -> srv-2 UDP echo: %q, %v", out, err)
+	}
+	// And back, node 2 to node 1.
+	out, err = execIn(w.ns, "srv-2", "get", "http://"+w.pods["srv-1"].Status.PodIP+"/")
+	if err != nil || !strings.Contains(out, "srv-1 port 80") {
+		t.Errorf("srv-2 (node 2) -> srv-1 (node 1): %q, %v", out, err)
+	}
+}
+
+// Done-when 2: a ClusterIP Service reaches its endpoints on both nodes
+// (select group + ct nat in the lab agent's pipeline).
+func TestClusterIPServiceReachesBothNodes(t *testing.T) {
+	w := getWeb(t)
+	seen := map[string]int{}
+	eventually(t, 60*time.Second, "reaching both endpoints through "+w.clusterIP, func() error {
+		out, err := execIn(w.ns, "client", "get", "http://"+w.clusterIP+"/")
+		if err != nil {
+			return err
+		}
+		seen[strings.Fields(out)[0]]++
+		if seen["srv-1"] == 0 || seen["srv-2"] == 0 {
+			return fmt.Errorf("answers so far: %v", seen)
+		}
+		return nil
+	})
+	out, err := execIn(w.ns, "client", "get", "http://"+w.clusterIP+":8080/")
+	if err != nil || !strings.Contains(out, "port 8080") {
+		t.Errorf("service port 8080: %q, %v", out, err)
+	}
+	t.Logf("answers: %v", seen)
+}
+
+// Done-when 2: a NetworkPolicy that denies ingress makes that connection
+// fail while other connections still work.
+func TestNetworkPolicyIngressDeny(t *testing.T) {
+	requireLab(t)
+	ns := namespace(t, "netpol")
+	apply(t, podSpec(ns, "server", labNodes[1].name, map[string]string{"app": "server"})+
+		podSpec(ns, "other", labNodes[1].name, map[string]string{"app": "other"})+
+		podSpec(ns, "client", labNodes[0].name, map[string]string{"role": "client"})+
+		podSpec(ns, "friend", labNodes[0].name, map[string]string{"role": "friend"}))
+	pods := waitPods(t, ns, "server", "other", "client", "friend")
+	server, other := pods["server"].Status.PodIP, pods["other"].Status.PodIP
+	for _, url := range []string{"http://" + server + "/", "http://" + server + ":8080/", "http://" + other + "/"} {
+		eventually(t, 20*time.Second, "before the policy: "+url, func() error {
+			_, err := execIn(ns, "client", "get", url)
+			return err
+		})
+	}
+	// server accepts only port 8080, and port 80 only from role=friend.
+	apply(t, fmt.Sprintf(`apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: server-ingress, namespace: %s}
+spec:
+  podSelector: {matchLabels: {app: server}}
+  policyTypes: [Ingress]
+  ingress:
+  - ports: [{protocol: TCP, port: 8080}]
+  - from: [{podSelector: {matchLabels: {role: friend}}}]
+    ports: [{protocol: TCP, port: 80}]
+`, ns))
+	eventually(t, 20*time.Second, "the policy to deny client -> server:80", func() error {
+		if out, err := execIn(ns, "client", "get", "-timeout", "1s", "http://"+server+"/"); err == nil {
+			return fmt.Errorf("still allowed: %q", out)
+		}
+		return nil
+	})
+	for _, c := range []struct{ from, url, want string }{
+		{"client", "http://" + server + ":8080/", "server port 8080"},
+		{"friend", "http://" + server + "/", "server port 80"},
+		{"client", "http://" + other + "/", "other port 80"},
+	} {
+		out, err := execIn(ns, c.from, "get", c.url)
+		if err != nil || !strings.Contains(out, c.want) {
+			t.Errorf("with the policy, %s -> %s should work: %q, %v", c.from, c.url, out, err)
+		}
+	}
+	if out, err := execIn(ns, "client", "get", "-timeout", "2s", "http://"+server+"/"); err == nil {
+		t.Errorf("with the policy, client -> server:80 should fail, got %q", out)
+	}
+	// Deleting the policy restores the connection.
+	mustKubectl(t, "delete", "networkpolicy", "-n", ns, "server-ingress")
+	eventually(t, 20*time.Second, "client -> server:80 after deleting the policy", func() error {
+		_, err := execIn(ns, "client", "get", "-timeout", "1s", "http://"+server+"/")
+		return err
+	})
+}
+
+// Done-when 2: `kubectl logs -f` streams a pod's output as it is written.
+func TestKubectlLogsFollow(t *testing.T) {
+	requireLab(t)
+	ns := namespace(t, "logs")
+	apply(t, podSpec(ns, "ticker", labNodes[1].name, nil, "serve", "-log-every", "200ms"))
+	waitPods(t, ns, "ticker")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "kubectl", "logs", "-f", "-n", ns, "ticker")
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+filepath.Join(stateDir(), "kubeconfig"))
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cancel(); _ = cmd.Wait() }()
+	// The backlog arrives at once; lines that arrive more than a second
+	// after the first one were streamed as the pod wrote them.
+	sc := bufio.NewScanner(stdout)
+	var first time.Time
+	late := 0
+	for late < 3 && sc.Scan() {
+		if !strings.HasPrefix(sc.Text(), "tick ") {
+			continue
+		}
+		if first.IsZero() {
+			first = time.Now()
+		} else if time.Since(first) > time.Second {
+			late++
+		}
+	}
+	if late < 3 {
+		t.Fatalf("kubectl logs -f stopped streaming (%d lines after the first second): %v", late, sc.Err())
+	}
+}
+
+// Done-when 2: a privileged hostNetwork pod with a hostPath of
+// /var/run/openvswitch sees its own node's OVS: br-int, and as pod ports
+// exactly that node's pods.
+func TestHostNetworkPodSeesOwnOVS(t *testing.T) {
+	w := getWeb(t)
+	ns := namespace(t, "ovs")
+	var m strings.Builder
+	for i, n := range labNodes {
+		fmt.Fprintf(&m, `apiVersion: v1
+kind: Pod
+metadata: {name: ovs-%d, namespace: %s}
+spec:
+  nodeName: %s
+  hostNetwork: true
+  restartPolicy: Never
+  containers:
+  - name: ovs
+    image: %s
+    imagePullPolicy: Never
+    args: [ovs-ports, /var/run/openvswitch/db.sock]
+    securityContext: {privileged: true}
+    volumeMounts: [{name: ovs, mountPath: /var/run/openvswitch}]
+  volumes: [{name: ovs, hostPath: {path: /var/run/openvswitch}}]
+---
+`, i+1, ns, n.name, workloadImage)
+	}
+	apply(t, m.String())
+	waitPods(t, ns, "ovs-1", "ovs-2")
+	for i, n := range labNodes {
+		var got struct {
+			Bridges []string `json:"bridges"`
+			Ports   []struct {
+				Name, PodName, PodNamespace string
+			} `json:"ports"`
+		}
+		out := mustKubectl(t, "logs", "-n", ns, fmt.Sprintf("ovs-%d", i+1))
+		if err := json.Unmarshal([]byte(out), &got); err != nil {
+			t.Fatalf("ovs-%d output %q: %v", i+1, out, err)
+		}
+		if !strings.Contains(strings.Join(got.Bridges, ","), "br-int") {
+			t.Errorf("%s: bridges %v lack br-int", n.name, got.Bridges)
+		}
+		pods := map[string]bool{}
+		for _, p := range got.Ports {
+			if p.PodName != "" {
+				pods[p.PodNamespace+"/"+p.PodName] = true
+			}
+		}
+		mine, theirs := w.ns+"/srv-1", w.ns+"/srv-2"
+		if i == 1 {
+			mine, theirs = theirs, mine
+		}
+		if !pods[mine] || pods[theirs] {
+			t.Errorf("%s: its OVS should list pod %s and not %s; pod ports: %v", n.name, mine, theirs, pods)
+		}
+		// Every pod port belongs to a pod scheduled on this node.
+		for p := range pods {
+			nsName := strings.SplitN(p, "/", 2)
+			out, err := kubectl(context.Background(), "get", "pod", "-n", nsName[0], nsName[1], "-o", "jsonpath={.spec.nodeName}")
+			if err == nil && out != n.name {
+				t.Errorf("%s's OVS has a port for pod %s, which runs on %s", n.name, p, out)
+			}
+		}
+	}
+}
