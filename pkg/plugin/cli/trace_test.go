@@ -194,3 +194,16 @@ func TestCompletion(t *testing.T) {
 		}
 	}
 }
+
+func TestPodSecurityRestrictedNamespace(t *testing.T) {
+	objs := append(demoCluster(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "locked",
+		Labels: map[string]string{"pod-security.kubernetes.io/enforce": "restricted"}}})
+	res := runCommand(t, []string{"pod-a", "pod-b", "--helper-namespace", "locked"}, objs...)
+	if exitcode.Of(res.err) != exitcode.Setup || !strings.Contains(res.err.Error(), `enforces PodSecurity level "restricted"`) ||
+		!strings.Contains(res.err.Error(), "--helper-namespace kube-system") {
+		t.Fatalf("want a PodSecurity error with the fix, got %v", res.err)
+	}
+	if w := res.writes(); len(w) > 0 {
+		t.Errorf("created something before failing: %v", w)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -361,6 +362,9 @@ func (t *tracer) follow(ctx context.Context, ns, pod string) {
 // apiFailure classifies an API error: Forbidden names the missing verb and
 // resource; everything else is a setup failure.
 func apiFailure(err error, verb, resource, ns string) error {
+	if apierrors.IsForbidden(err) && strings.Contains(err.Error(), "violates PodSecurity") {
+		return exitcode.Errorf(exitcode.Setup, "namespace %s enforces a PodSecurity level that rejects helper pods (they need hostNetwork and a hostPath of the OVS run directory, i.e. level privileged): use --helper-namespace with a privileged namespace such as kube-system, or label %s pod-security.kubernetes.io/enforce=privileged: %w", ns, ns, err)
+	}
 	if apierrors.IsForbidden(err) {
 		where := "cluster-wide"
 		if ns != "" {
