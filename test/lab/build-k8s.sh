@@ -12,6 +12,12 @@ missing=()
 for b in "${bins[@]}"; do [ -x "$out/$b" ] || missing+=("$b"); done
 if [ ${#missing[@]} -eq 0 ]; then echo "$out"; exit 0; fi
 mkdir -p "$out"
+# One build at a time per cache (CI and a developer's lab-up may race); the
+# second waits and then finds the binaries built.
+exec 9>"$cache/.build-$version.lock"
+flock 9
+missing=()
+for b in "${bins[@]}"; do [ -x "$out/$b" ] || missing+=("$b"); done
 minor=${version#v1.}; minor=${minor%%.*}
 ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$version -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/component-base/version.gitTreeState=clean"
 cd "$here/k8sbuild"

@@ -109,6 +109,9 @@ components() {
 # ---------------------------------------------------------------- build
 build() {
   "$root/hack/install-deps.sh"
+  # Beyond install-deps' list, the lab needs openssl (certificates) and kubectl.
+  command -v openssl >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends openssl >/dev/null
+  command -v kubectl >/dev/null || die "kubectl not found: install kubectl (v1.32 or newer) on PATH"
   K8S_BIN=$("$here/build-k8s.sh")
   local version
   version=$(cd "$root" && git describe --tags --always --dirty 2>/dev/null || echo dev)
@@ -476,6 +479,8 @@ down() {
     [ $SECONDS -lt $end ] || { log "processes still alive: $pids"; break; }
     sleep 0.1
   done
+  # Killed processes linger as zombies until reaped; wait for them to go.
+  poll "killed lab processes to be reaped" 10 bash -c "! grep -qs ':/$CG/' /proc/[0-9]*/cgroup" || true
   local f
   for f in "$S"/ns/*.mnt "$S"/ns/*.uts; do umount -l "$f" 2>/dev/null || true; done
   mountpoint -q "$S/ns" 2>/dev/null && umount -l "$S/ns"
