@@ -152,7 +152,7 @@ func apply(t *testing.T, manifest string) {
 func namespace(t *testing.T, name string) string {
 	t.Helper()
 	ns := fmt.Sprintf("e2e-%s-%d", name, time.Now().UnixNano()%100000)
-	mustKubectl(t, "create", "namespace", ns)
+	createNamespace(t, ns)
 	t.Cleanup(func() {
 		if !lab.down {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -161,6 +161,17 @@ func namespace(t *testing.T, name string) string {
 		}
 	})
 	return ns
+}
+
+// createNamespace creates ns and waits for its default service account,
+// without which the apiserver refuses pods.
+func createNamespace(t *testing.T, ns string) {
+	t.Helper()
+	mustKubectl(t, "create", "namespace", ns)
+	eventually(t, 30*time.Second, "service account default in "+ns, func() error {
+		_, err := kubectl(context.Background(), "get", "serviceaccount", "-n", ns, "default")
+		return err
+	})
 }
 
 // podSpec is a workload pod pinned to a node.

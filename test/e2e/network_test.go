@@ -35,7 +35,7 @@ func getWeb(t *testing.T) *webFixture {
 		return web
 	}
 	ns := fmt.Sprintf("e2e-web-%d", time.Now().UnixNano()%100000)
-	mustKubectl(t, "create", "namespace", ns)
+	createNamespace(t, ns)
 	m := podSpec(ns, "srv-1", labNodes[0].name, map[string]string{"app": "web"}) +
 		podSpec(ns, "srv-2", labNodes[1].name, map[string]string{"app": "web"}) +
 		podSpec(ns, "client", labNodes[0].name, map[string]string{"role": "client"}) +

@@ -21,6 +21,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 S=${TFLAB_STATE:-/run/traceflow-lab}
 NODES=${TFLAB_NODES:-2}
+# A running lab keeps the node count it was started with.
+if [ -z "${TFLAB_NODES:-}" ] && [ -s "$S/node-count" ]; then NODES=$(cat "$S/node-count"); fi
 CG=tflab
 HOSTBR=tflab0
 HOST_IP=10.89.0.1
@@ -416,6 +418,7 @@ up() {
     down
   fi
   mkdir -p "$S"/{pids,logs,ns,images,cni-bin}
+  echo "$NODES" >"$S/node-count"
   for i in $(seq 1 "$NODES"); do mkdir -p "$S/nodes/$(node_name "$i")"; done
   # unshare --mount=FILE needs FILE on a private mount.
   mount --bind "$S/ns" "$S/ns"
@@ -445,6 +448,9 @@ up() {
     wait "${pids[$i]}" || { cat "$S/logs/node-up-$((i + 1)).log" >&2; die "node $((i + 1)) failed to start"; }
   done
   poll "$NODES Ready nodes" 60 nodes_ready || die "nodes not Ready: see $S/logs/*-kubelet.log"
+  # Pods are refused until the controller-manager has made this account.
+  poll "the default service account" 30 kc get serviceaccount default -n default ||
+    die "no default service account: see $S/logs/kube-controller-manager.log"
   log "lab up in $((SECONDS - t0))s: $NODES nodes Ready"
   kc get nodes -o wide >&2
   echo "export KUBECONFIG=$S/kubeconfig"

@@ -1,0 +1,106 @@
+package agent
+
+import (
+	"net/netip"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+var (
+	cfg = Config{GatewayIP: netip.MustParseAddr("10.244.1.1"), GatewayMAC: "02:00:0a:f4:01:01", TunnelPort: 1}
+	a   = netip.MustParseAddr("10.244.1.2")
+	b   = netip.MustParseAddr("10.244.2.2")
+)
+
+func TestTableNamesMatchTables(t *testing.T) {
+	if len(TableNames) != TableOutput+1 {
+		t.Fatalf("%d names for %d tables", len(TableNames), TableOutput+1)
+	}
+	if TableNames[TableSpoofGuard] != "SpoofGuard" || TableNames[TableOutput] != "Output" {
+		t.Errorf("names out of step with numbers: %v", TableNames)
+	}
+}
+
+func TestFlows(t *testing.T) {
+	st := State{
+		Pods:     []LocalPod{{Namespace: "ns", Name: "a", IP: a, MAC: "aa:00:00:00:00:02", OFPort: 3}},
+		Nodes:    []RemoteNode{{Name: "n2", PodCIDR: netip.MustParsePrefix("10.244.2.0/24"), NodeIP: netip.MustParseAddr("10.89.0.12")}},
+		Services: []ServicePort{{Key: "ns/web:http:tcp", ClusterIP: netip.MustParseAddr("10.96.0.10"), Protocol: "tcp", Port: 80, Endpoints: []Endpoint{{IP: b, Port: 8080}}}},
+		Policies: Policies{
+			Rules:           []Rule{{Ingress: true, Local: []netip.Addr{a}, Peers: []netip.Prefix{netip.PrefixFrom(b, 32)}, Ports: []PortProto{{Protocol: "tcp", Port: 80}}}},
+			IngressIsolated: []netip.Addr{a},
+		},
+		GroupIDs: map[string]int{"ns/web:http:tcp": 7},
+	}
+	got := strings.Join(Flows(cfg, st), "\n")
+	for _, want := range []string{
+		"table=4,priority=200,ip,in_port=3,dl_src=aa:00:00:00:00:02,nw_src=10.244.1.2 actions=goto_table:5",
+		"table=7,priority=200,tcp,nw_dst=10.96.0.10,tp_dst=80 actions=group:7",
+		"table=8,priority=200,tcp,reg3=0x0af40202,reg4=0x1f90/0xffff actions=ct(commit,table=9,zone=65520,nat(dst=10.244.2.2:8080),exec(set_field:0x10/0x10->ct_mark))",
+		"table=11,priority=190,ip,nw_dst=10.244.2.0/24 actions=set_field:02:00:0a:f4:01:01->eth_src,set_field:aa:bb:cc:dd:ee:ff->eth_dst,set_field:10.89.0.12->tun_dst,goto_table:12",
+		"table=14,priority=200,tcp,nw_dst=10.244.1.2,nw_src=10.244.2.2/32,tp_dst=80 actions=goto_table:16",
+		"table=15,priority=200,ip,nw_dst=10.244.1.2 actions=drop",
+		"table=17,priority=200,reg0=0x10000/0x10000 actions=output:NXM_NX_REG1[]",
+	} {
+		if !strings.Contains(got, want+"\n") {
+			t.Errorf("missing flow\n  %s\nin\n%s", want, got)
+		}
+	}
+	g := Groups(st)
+	if len(g) != 1 || !strings.HasPrefix(g[0], "group_id=7,type=select") ||
+		!strings.Contains(g[0], "set_field:0x0af40202->reg3,set_field:0x1f90/0xffff->reg4,resubmit(,8)") {
+		t.Errorf("groups: %v", g)
+	}
+}
+
+func TestCompilePolicies(t *testing.T) {
+	pod := func(ns, name, ip string, labels map[string]string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels},
+			Status: corev1.PodStatus{PodIP: ip, Phase: corev1.PodRunning}}
+	}
+	pods := []*corev1.Pod{
+		pod("ns", "server", "10.244.1.2", map[string]string{"app": "server"}),
+		pod("ns", "friend", "10.244.2.2", map[string]string{"role": "friend"}),
+		pod("other", "stranger", "10.244.2.3", map[string]string{"role": "friend"}),
+	}
+	port80 := intstr.FromInt32(80)
+	np := &networkingv1.NetworkPolicy{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p"},
+		Spec: networkingv1.NetworkPolicySpec{
+			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "server"}},
+			Ingress: []networkingv1.NetworkPolicyIngressRule{{
+				From:  []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"role": "friend"}}}},
+				Ports: []networkingv1.NetworkPolicyPort{{Port: &port80}},
+			}},
+		},
+	}
+	tests := []struct {
+		name      string
+		local     string
+		wantRules int
+		wantIso   int
+	}{
+		{"applied to a local pod", "10.244.1.2", 1, 1},
+		{"applied pod is elsewhere", "10.244.9.9", 0, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := CompilePolicies([]*networkingv1.NetworkPolicy{np}, pods, nil, map[netip.Addr]bool{netip.MustParseAddr(tc.local): true})
+			if len(p.Rules) != tc.wantRules || len(p.IngressIsolated) != tc.wantIso || len(p.EgressIsolated) != 0 {
+				t.Fatalf("got %+v", p)
+			}
+			if tc.wantRules == 1 {
+				r := p.Rules[0]
+				// Only the friend in the policy's namespace, on TCP 80.
+				if len(r.Peers) != 1 || r.Peers[0].String() != "10.244.2.2/32" || len(r.Ports) != 1 || r.Ports[0] != (PortProto{"tcp", 80}) {
+					t.Errorf("rule %+v", r)
+				}
+			}
+		})
+	}
+}
