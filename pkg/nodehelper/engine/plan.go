@@ -24,6 +24,18 @@ const (
 	kindCopy     = 0
 	kindCatch    = 1
 	kindMiss     = 2
+	// kindCont pauses the probe wherever it reenters a table after the
+	// hop where OVS's trace could not follow it.
+	kindCont = 3
+	// kindTramp starts a trace at a given table (see extend).
+	kindTramp = 4
+)
+
+// pkt_mark values the helper uses on the probe only, between a hop where
+// the trace ends open (a dp_hash group, say) and the next table lookup.
+const (
+	markCont  = uint32(0x74660000)
+	markTramp = uint32(0x74661000)
 )
 
 // TraceCookie builds a trace's cookie base from its tag and a random value.
@@ -72,6 +84,12 @@ type PlanInput struct {
 	// ControllerID is the trace's own controller id.
 	ControllerID uint16
 	HardTimeout  uint16
+	// From is the first hop to plan: hops before it belong to an earlier
+	// part of the path whose flows are installed already.
+	From int
+	// Mark, when set, makes the copies of the last hop set pkt_mark to it,
+	// so that continuation catchers recognise the probe after that hop.
+	Mark uint32
 }
 
 // BuildPlan derives the observation flows from OVS's trace of the probe.
@@ -88,7 +106,15 @@ func BuildPlan(in PlanInput) (Plan, error) {
 	}
 	seen := map[key]int{}
 	missSeen := map[uint8]bool{}
-	for i, h := range in.Trace.Hops {
+	for i, h := range in.Trace.Hops[:in.From] {
+		if h.NoMatch {
+			missSeen[h.Table] = true
+		} else {
+			seen[key{h.Table, h.Priority, h.Cookie}] = i
+		}
+	}
+	for i := in.From; i < len(in.Trace.Hops); i++ {
+		h := in.Trace.Hops[i]
 		if h.NoMatch {
 			// A table miss drops; a lowest-priority tagged flow that only
 			// reports shows that the real packet really got here.
@@ -129,6 +155,9 @@ func BuildPlan(in PlanInput) (Plan, error) {
 			ca, err := openflow.ControllerAction(in.ControllerID, userdata(in.Tag, kindCopy, uint16(i), uint16(ci)), false) //nolint:gosec // small
 			if err != nil {
 				return p, err
+			}
+			if in.Mark != 0 && i == len(in.Trace.Hops)-1 {
+				ca = append(ca, openflow.SetFieldAction(openflow.PktMarkField(in.Mark))...)
 			}
 			prio := fd.Priority
 			if prio < 0xffff {

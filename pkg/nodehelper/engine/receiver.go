@@ -86,21 +86,13 @@ func Receive(ctx context.Context, c Common) (Outcome, error) {
 		_ = s.of.Send(openflow.Resume(s.of.NextXid(), pin))
 		return Outcome{ExitCode: ExitSetup}, setupErr("ask OVS for its trace of the received probe: %w", err)
 	}
-	flows, err := s.flowsOf(ctx, t)
-	if err != nil {
-		_ = s.of.Send(openflow.Resume(s.of.NextXid(), pin))
-		return Outcome{ExitCode: ExitSetup}, setupErr("%w", err)
-	}
 	sum, _ := probe.Decode(pin.Packet)
 	ethType := uint16(0x0800)
 	if sum.DstIP.Is6() {
 		ethType = 0x86dd
 	}
-	plan, err := BuildPlan(PlanInput{Trace: t, Flows: flows, Tag: s.c.Tag, EthType: ethType, Cookie: s.cookie,
-		ControllerID: s.ctlID, HardTimeout: s.c.hardTimeout()})
-	if err == nil {
-		err = s.install(ctx, plan, true)
-	}
+	p := &path{t: t, ethType: ethType}
+	_, err = s.plan(ctx, p, 0, true)
 	if rerr := s.of.Send(openflow.Resume(s.of.NextXid(), pin)); rerr != nil && err == nil {
 		err = fmt.Errorf("resume the probe: %w", rerr)
 	}
@@ -111,7 +103,7 @@ func Receive(ctx context.Context, c Common) (Outcome, error) {
 	if sum.DstIP.IsValid() {
 		dst = sum.DstIP
 	}
-	return s.watch(ctx, report.RoleReceiver, t, plan, dst, []report.Observation{received})
+	return s.watch(ctx, report.RoleReceiver, p, dst, []report.Observation{received})
 }
 
 func (s *session) waitCatch(ctx context.Context) (openflow.PacketIn, bool, error) {

@@ -4,15 +4,14 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"net/netip"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/kubectl-traceflow/kubectl-traceflow/internal/version"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/ofproto"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/openflow"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/ovsdb"
-	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/probe"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/report"
 )
 
@@ -62,6 +61,8 @@ type session struct {
 	start  time.Time
 	// foreign counts packet-ins that were not this trace's.
 	foreign int
+	// reinject sends the probe again (sender only).
+	reinject func() error
 }
 
 func (c Common) hardTimeout() uint16 {
@@ -224,102 +225,10 @@ type Outcome struct {
 	ForeignPacketIns int
 }
 
-// watch turns the real packet's packet-ins into observations until the
-// final hop reports or the deadline passes, and prints the result line.
-func (s *session) watch(ctx context.Context, role report.Role, t ofproto.Trace, p Plan, dst netip.Addr, pre []report.Observation) (Outcome, error) {
-	final, verdict := Final(t, s.br)
-	// The last hop that can report ends the watch: hops after an output
-	// (a resubmit after output, say) do not change the verdict.
-	last := -1
-	for i := 0; i <= final && i < len(p.Watched); i++ {
-		if p.Watched[i] {
-			last = i
-		}
-	}
-	res := report.NodeResult{Node: s.c.Node, Role: role, Timestamp: s.start.Unix(), Observations: pre}
-	observed := make([]bool, len(t.Hops))
-	translated := false
-	emit := func(o report.Observation, hop *report.Hop) error {
-		res.Observations = append(res.Observations, o)
-		return s.c.Out.Write(report.Line{Type: report.TypeObservation, Observation: &o, Hop: hop})
-	}
-	done := last < 0
-	deadline := time.NewTimer(s.c.Timeout)
-	defer deadline.Stop()
-	for !done {
-		select {
-		case pin, ok := <-s.of.PacketIns():
-			if !ok {
-				return Outcome{ExitCode: ExitSetup}, setupErr("OpenFlow connection closed during the trace")
-			}
-			tag, kind, hop, _, ok := ParseUserdata(pin.Userdata)
-			if !ok || tag != s.c.Tag || (kind != kindCopy && kind != kindMiss) {
-				s.foreign++
-				continue
-			}
-			i := NoteObserved(t, observed, int(hop))
-			if i < 0 {
-				continue
-			}
-			observed[i] = true
-			if sum, err := probe.Decode(pin.Packet); err == nil && !translated && dst.IsValid() && sum.DstIP != dst {
-				translated = true
-				if err := emit(report.Observation{
-					Component: report.ComponentLB, ComponentInfo: s.natTable(t, i), Action: report.ActionForwarded,
-					TranslatedDstIP: sum.DstIP.String(),
-				}, nil); err != nil {
-					return Outcome{}, err
-				}
-			}
-			h := t.Hops[i]
-			v := Verdict{Action: report.ActionForwarded}
-			if i == final {
-				v = verdict
-			}
-			if v.Port != nil && v.Port.IsTunnel() && v.TunnelDst == "" && pin.Metadata.TunDst.IsValid() {
-				// remote_ip=flow: the pipeline set tun_dst before this hop,
-				// and the real packet carries it.
-				v.TunnelDst = pin.Metadata.TunDst.String()
-				verdict = v
-			}
-			o := Observation(h, v, s.names)
-			if v.Action == report.ActionDelivered {
-				if sum, err := probe.Decode(pin.Packet); err == nil {
-					o.DstMAC = sum.DstMAC.String()
-				}
-			}
-			hr := HopReport(i, h, s.names, true)
-			if err := emit(o, &hr); err != nil {
-				return Outcome{}, err
-			}
-			done = i >= last
-		case <-deadline.C:
-			return s.finish(res, t, observed, ExitTimeout, fmt.Sprintf(
-				"the probe was not seen past hop %d within %s; OVS's trace predicted %d hops: the real packet left the predicted path (conntrack state, a group bucket) or never arrived",
-				lastTrue(observed), s.c.Timeout, len(t.Hops)))
-		case <-ctx.Done():
-			return s.finish(res, t, observed, ExitTimeout, "interrupted: "+ctx.Err().Error())
-		}
-	}
-	code := ExitOK
-	if verdict.Action == report.ActionDropped || verdict.Action == report.ActionRejected {
-		code = ExitDropped
-	}
-	if last < final {
-		// The hop that decides could not be watched: report OVS's verdict.
-		o := Observation(t.Hops[final], verdict, s.names)
-		hr := HopReport(final, t.Hops[final], s.names, false)
-		if err := emit(o, &hr); err != nil {
-			return Outcome{}, err
-		}
-	}
-	return s.finish(res, t, observed, code, summary(t, final, verdict, s.names))
-}
-
 func (s *session) natTable(t ofproto.Trace, i int) string {
 	for j := i - 1; j >= 0; j-- {
 		for _, a := range t.Hops[j].Actions {
-			if len(a) > 3 && a[:3] == "ct(" {
+			if strings.HasPrefix(a, "ct(") || strings.HasPrefix(a, "group:") {
 				return s.names.Name(t.Hops[j].Table)
 			}
 		}
@@ -356,16 +265,6 @@ func summary(t ofproto.Trace, final int, v Verdict, names TableNames) string {
 		return fmt.Sprintf("dropped in %s by flow %q priority %d cookie %#x", where, h.Match, h.Priority, h.Cookie)
 	}
 	return fmt.Sprintf("%s in %s", v.Action, where)
-}
-
-func (s *session) finish(res report.NodeResult, t ofproto.Trace, observed []bool, code int, sum string) (Outcome, error) {
-	ex := &report.Explanation{DatapathActions: t.DatapathActions, Summary: sum, Trace: t.Text}
-	for i, h := range t.Hops {
-		ex.Hops = append(ex.Hops, HopReport(i, h, s.names, observed[i]))
-	}
-	c := code
-	err := s.c.Out.Write(report.Line{Type: report.TypeResult, Result: &res, Explanation: ex, ExitCode: &c})
-	return Outcome{ExitCode: code, Result: res, ForeignPacketIns: s.foreign}, err
 }
 
 func newTimer(d time.Duration) *time.Timer { return time.NewTimer(d) }

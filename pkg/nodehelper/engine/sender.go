@@ -57,38 +57,31 @@ func Trace(ctx context.Context, spec TraceSpec) (Outcome, error) {
 	if err != nil {
 		return Outcome{ExitCode: ExitSetup}, setupErr("ask OVS for its trace of the probe: %w", err)
 	}
-	flows, err := s.flowsOf(ctx, t)
-	if err != nil {
-		return Outcome{ExitCode: ExitSetup}, setupErr("%w", err)
-	}
 	ethType := uint16(0x0800)
 	if ps.DstIP.Is6() {
 		ethType = 0x86dd
 	}
-	plan, err := BuildPlan(PlanInput{Trace: t, Flows: flows, Tag: s.c.Tag, EthType: ethType, Cookie: s.cookie,
-		ControllerID: s.ctlID, HardTimeout: s.c.hardTimeout()})
-	if err != nil {
-		return Outcome{ExitCode: ExitSetup}, setupErr("%w", err)
-	}
-	for i, why := range plan.Skipped {
-		s.c.Logf("hop %d (table %s) is explained by OVS's trace only: %s", i, s.names.Name(t.Hops[i].Table), why)
-	}
+	p := &path{t: t, ethType: ethType}
 	// Only passes after a recirculation go through the datapath's cache:
 	// the packet-out's first pass is translated afresh.
-	if err := s.install(ctx, plan, recirculates(t)); err != nil {
+	plan, err := s.plan(ctx, p, 0, recirculates(t))
+	if err != nil {
 		return Outcome{ExitCode: ExitSetup}, setupErr("%w", err)
 	}
 	if err := s.ready(report.RoleSender, len(plan.FlowMods), src.Name, string(match)); err != nil {
 		return Outcome{ExitCode: ExitSetup}, err
 	}
-	po, err := openflow.PacketOut(s.of.NextXid(), uint32(src.Ofport), pkt) //nolint:gosec // ofport > 0 checked
-	if err == nil {
-		err = s.of.Send(po)
+	s.reinject = func() error {
+		po, err := openflow.PacketOut(s.of.NextXid(), uint32(src.Ofport), pkt) //nolint:gosec // ofport > 0 checked
+		if err != nil {
+			return err
+		}
+		return s.of.Send(po)
 	}
-	if err != nil {
+	if err := s.reinject(); err != nil {
 		return Outcome{ExitCode: ExitSetup}, setupErr("inject the probe: %w", err)
 	}
-	return s.watch(ctx, report.RoleSender, t, plan, ps.DstIP, nil)
+	return s.watch(ctx, report.RoleSender, p, ps.DstIP, nil)
 }
 
 func sourcePort(br *ovsdb.Bridge, spec TraceSpec) (*ovsdb.Port, ovsdb.Match, error) {

@@ -188,3 +188,18 @@ func DecodeMetadata(b []byte) (Metadata, error) {
 	}
 	return m, err
 }
+
+// PktMarkField is NXM_NX_PKT_MARK.
+func PktMarkField(mark uint32) []byte {
+	return oxm(classNXM1, 33, binary.BigEndian.AppendUint32(nil, mark))
+}
+
+// SetFieldAction encodes OFPAT_SET_FIELD for one OXM field.
+func SetFieldAction(field []byte) []byte {
+	n := pad8(4 + len(field))
+	b := make([]byte, n)
+	binary.BigEndian.PutUint16(b, 25)            // OFPAT_SET_FIELD
+	binary.BigEndian.PutUint16(b[2:], uint16(n)) //nolint:gosec // small
+	copy(b[4:], field)
+	return b
+}

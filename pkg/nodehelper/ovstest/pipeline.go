@@ -43,6 +43,10 @@ type Service struct {
 	VIP       string
 	Port      int
 	Endpoints []string // IPv4 addresses; the port is Port
+	// SelectionMethod is the group's selection_method: "" for OVS's
+	// default (dp_hash on the userspace datapath, which ofproto/trace
+	// cannot follow), or "hash" (chosen in ovs-vswitchd, which it can).
+	SelectionMethod string
 }
 
 // Pipeline programs the node's Antrea-like pipeline: Classifier,
@@ -72,16 +76,15 @@ func (n *Node) Pipeline(services ...Service) {
 	add("table=%d,priority=0,cookie=%#x,actions=goto_table:%d", TableConntrackState, CookieConntrack, TableServiceLB)
 	add("table=%d,priority=0,cookie=%#x,actions=goto_table:%d", TableServiceLB, CookieService, TableL3Forwarding)
 	for _, s := range services {
-		// selection_method=hash picks the bucket in ovs-vswitchd, where
-		// ofproto/trace can follow it; OVS's default for the userspace
-		// datapath (dp_hash) picks it after a recirculation that the trace
-		// cannot follow, and the helper then reports the hop where the real
-		// packet left the predicted path.
 		var buckets []string
 		for _, ep := range s.Endpoints {
 			buckets = append(buckets, fmt.Sprintf("bucket=ct(commit,table=%d,zone=65520,nat(dst=%s:%d))", TableL3Forwarding, ep, s.Port))
 		}
-		n.Ofctl("add-group", fmt.Sprintf("group_id=%d,type=select,selection_method=hash,fields(ip_src,ip_dst,tcp_src,tcp_dst),%s", s.GroupID, strings.Join(buckets, ",")))
+		method := ""
+		if s.SelectionMethod != "" {
+			method = "selection_method=" + s.SelectionMethod + ",fields(ip_src,ip_dst,tcp_src,tcp_dst),"
+		}
+		n.Ofctl("add-group", fmt.Sprintf("group_id=%d,type=select,%s%s", s.GroupID, method, strings.Join(buckets, ",")))
 		add("table=%d,priority=200,cookie=%#x,ct_state=+new+trk,tcp,nw_dst=%s,tp_dst=%d,actions=group:%d", TableServiceLB, CookieService, s.VIP, s.Port, s.GroupID)
 	}
 	for _, r := range n.peers {

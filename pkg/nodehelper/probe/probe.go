@@ -158,3 +158,43 @@ func Decode(frame []byte) (Summary, error) {
 	}
 	return s, nil
 }
+
+// WithDSCP returns a copy of an IPv4 or IPv6 frame with its DSCP replaced
+// (and the IPv4 header checksum fixed), for tracing the probe's path as an
+// untagged packet would take it.
+func WithDSCP(frame []byte, dscp uint8) []byte {
+	f := append([]byte(nil), frame...)
+	if len(f) < 14 {
+		return f
+	}
+	switch uint16(f[12])<<8 | uint16(f[13]) {
+	case 0x0800:
+		if len(f) < 34 {
+			return f
+		}
+		ip := f[14:]
+		ihl := int(ip[0]&0x0f) * 4
+		if ihl < 20 || len(ip) < ihl {
+			return f
+		}
+		ip[1] = dscp<<2 | ip[1]&0x03
+		ip[10], ip[11] = 0, 0
+		var s uint32
+		for i := 0; i < ihl; i += 2 {
+			s += uint32(ip[i])<<8 | uint32(ip[i+1])
+		}
+		for s>>16 != 0 {
+			s = s&0xffff + s>>16
+		}
+		ip[10], ip[11] = byte(^s>>8), byte(^s)
+	case 0x86dd:
+		if len(f) < 54 {
+			return f
+		}
+		ip := f[14:]
+		tc := dscp<<2 | (ip[0]<<4|ip[1]>>4)&0x03
+		ip[0] = ip[0]&0xf0 | tc>>4
+		ip[1] = ip[1]&0x0f | tc<<4
+	}
+	return f
+}

@@ -120,3 +120,23 @@ func FuzzDecode(f *testing.F) {
 	f.Add(b)
 	f.Fuzz(func(t *testing.T, b []byte) { _, _ = Decode(b) })
 }
+
+func TestWithDSCP(t *testing.T) {
+	for _, s := range []Spec{spec("10.0.0.1", "10.0.0.2", TCP), spec("fd00::1", "fd00::2", UDP)} {
+		f, err := Build(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g := WithDSCP(f, 0)
+		sum, err := Decode(g)
+		if err != nil || sum.DSCP != 0 || sum.DstIP != s.DstIP {
+			t.Errorf("%s: %+v %v", s.DstIP, sum, err)
+		}
+		if s.DstIP.Is4() && csum(g[14:34]) != 0 {
+			t.Error("IPv4 header checksum not fixed")
+		}
+		if back := WithDSCP(g, 37); string(back) != string(f) {
+			t.Errorf("%s: re-tagging does not give the original frame", s.DstIP)
+		}
+	}
+}

@@ -1,0 +1,322 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/ofproto"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/openflow"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/probe"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/report"
+)
+
+// maxContinuations bounds how often a trace is extended past hops where
+// OVS's trace ends open.
+const maxContinuations = 4
+
+// stallAfter is how long the probe may go without reporting, before the end
+// of its path, until the sender injects it again (at most maxReinjections
+// times). Packet-ins arrive about 0.3 ms after each other.
+const (
+	stallAfter      = 300 * time.Millisecond
+	maxReinjections = 2
+)
+
+// path is what the helper knows of the probe's path while it watches.
+type path struct {
+	t        ofproto.Trace
+	watched  []bool
+	observed []bool
+	// open is true while the path ends in a recirculation that OVS's trace
+	// could not follow (a select group using dp_hash): the probe is then
+	// paused where it reenters a table, and the path extended from there.
+	open    bool
+	ethType uint16
+	conts   int
+}
+
+// openEnded reports whether a trace ends in a recirculation it did not
+// follow ("hash(...),recirc(0x2)" for a dp_hash select group).
+func openEnded(t ofproto.Trace) bool {
+	return len(t.Hops) > 0 && strings.Contains(t.DatapathActions, "recirc(")
+}
+
+// plan builds the flows for hops from..end, marking the last one when the
+// path ends open, and installs them with the continuation catchers.
+func (s *session) plan(ctx context.Context, p *path, from int, revalidate bool) (Plan, error) {
+	flows, err := s.flowsOf(ctx, ofproto.Trace{Hops: p.t.Hops[from:]})
+	if err != nil {
+		return Plan{}, err
+	}
+	p.open = openEnded(p.t) && p.conts < maxContinuations
+	in := PlanInput{Trace: p.t, Flows: flows, Tag: s.c.Tag, EthType: p.ethType, Cookie: s.cookie,
+		ControllerID: s.ctlID, HardTimeout: s.c.hardTimeout(), From: from}
+	if p.open {
+		in.Mark = markCont
+	}
+	plan, err := BuildPlan(in)
+	if err != nil {
+		return plan, err
+	}
+	for i, why := range plan.Skipped {
+		s.c.Logf("hop %d (%s) is explained by OVS's trace only: %s", i, s.names.Name(p.t.Hops[i].Table), why)
+	}
+	if p.open {
+		catchers, err := s.catchers(p.ethType)
+		if err != nil {
+			return plan, err
+		}
+		plan.FlowMods = append(plan.FlowMods, catchers...)
+		revalidate = true
+	}
+	for i := from; i < len(plan.Watched); i++ {
+		p.watched = append(p.watched, plan.Watched[i])
+		p.observed = append(p.observed, false)
+	}
+	return plan, s.install(ctx, plan, revalidate)
+}
+
+// catchers pause the marked probe in whatever table it enters next. They
+// are the highest priority, so they win over everything, and match only
+// the probe (tag and pkt_mark); their remaining actions clear the mark and
+// look the table up again, after the helper has replaced them with copies
+// of the flows OVS says the probe takes from there.
+func (s *session) catchers(ethType uint16) ([][]byte, error) {
+	ca, err := openflow.ControllerAction(s.ctlID, userdata(s.c.Tag, kindCont, 0, 0), true)
+	if err != nil {
+		return nil, err
+	}
+	clear := openflow.SetFieldAction(openflow.PktMarkField(0))
+	match := append(append(openflow.EthTypeField(ethType), openflow.DSCPField(s.c.Tag)...), openflow.PktMarkField(markCont)...)
+	var out [][]byte
+	for table := 0; table < 254; table++ {
+		actions := append(append(append([]byte(nil), ca...), clear...), openflow.ResubmitAction(uint8(table))...)
+		out = append(out, openflow.NewFlow(0, uint8(table), 0xffff, s.cookie|kindCont, s.c.hardTimeout(), match, actions))
+	}
+	return out, nil
+}
+
+// extend continues the path from the table where a catcher paused the
+// probe: OVS traces the real packet (with its registers and conntrack
+// state) from that table, through a trampoline flow in table 0 that only
+// the trace's packet (its pkt_mark) takes, the helper installs copies of
+// the new hops and lets the probe go on.
+func (s *session) extend(ctx context.Context, p *path, pin openflow.PacketIn) error {
+	p.conts++
+	resume := func() { _ = s.of.Send(openflow.Resume(s.of.NextXid(), pin)) }
+	del, _ := openflow.DeleteByCookie(s.of.NextXid(), s.cookie|kindCont, ^uint64(0))
+	tramp := openflow.NewFlow(s.of.NextXid(), 0, 0xffff, s.cookie|kindTramp, s.c.hardTimeout(), openflow.PktMarkField(markTramp),
+		append(openflow.SetFieldAction(openflow.PktMarkField(0)), openflow.ResubmitAction(pin.TableID)...))
+	for _, m := range [][]byte{del, tramp} {
+		if err := s.of.Send(m); err != nil {
+			resume()
+			return err
+		}
+	}
+	if err := s.of.Barrier(ctx); err != nil {
+		resume()
+		return fmt.Errorf("continue the trace at table %d: %w", pin.TableID, err)
+	}
+	// The trace's packet carries no tag, so that it takes the pipeline's
+	// flows and not the helper's copies of them.
+	t, err := s.ovs.Trace(ctx, s.c.Bridge, metadataFlow(pin.Metadata, markTramp), probe.WithDSCP(pin.Packet, 0))
+	undo, _ := openflow.DeleteByCookie(s.of.NextXid(), s.cookie|kindTramp, ^uint64(0))
+	_ = s.of.Send(undo)
+	if err != nil {
+		resume()
+		return fmt.Errorf("ask OVS for its trace from table %d: %w", pin.TableID, err)
+	}
+	from := len(p.t.Hops)
+	pass := 0
+	if from > 0 {
+		pass = p.t.Hops[from-1].Pass + 1
+	}
+	for _, h := range t.Hops {
+		if h.Cookie == s.cookie|kindTramp {
+			continue
+		}
+		h.Pass += pass
+		p.t.Hops = append(p.t.Hops, h)
+	}
+	p.t.DatapathActions = t.DatapathActions
+	if t.TunnelDst != "" {
+		p.t.TunnelDst = t.TunnelDst
+	}
+	p.t.Text += fmt.Sprintf("\n=== continued at table %d with the real packet's metadata (%s) ===\n%s",
+		pin.TableID, metadataFlow(pin.Metadata, markTramp), t.Text)
+	if _, err := s.plan(ctx, p, from, true); err != nil {
+		resume()
+		return err
+	}
+	resume()
+	return nil
+}
+
+// metadataFlow writes the pipeline state of a packet-in in ofproto/trace's
+// flow syntax.
+func metadataFlow(md openflow.Metadata, mark uint32) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "in_port=%d,pkt_mark=%#x", md.InPort, mark)
+	for i, r := range md.Regs {
+		if md.RegsSet&(1<<i) != 0 && r != 0 {
+			fmt.Fprintf(&b, ",reg%d=%#x", i, r)
+		}
+	}
+	if md.HasTunID {
+		fmt.Fprintf(&b, ",tun_id=%#x", md.TunID)
+	}
+	if md.TunSrc.IsValid() {
+		fmt.Fprintf(&b, ",tun_src=%s", md.TunSrc)
+	}
+	if md.TunDst.IsValid() {
+		fmt.Fprintf(&b, ",tun_dst=%s", md.TunDst)
+	}
+	if md.CtState != 0 {
+		fmt.Fprintf(&b, ",ct_state=%#x,ct_zone=%d,ct_mark=%#x", md.CtState, md.CtZone, md.CtMark)
+	}
+	return b.String()
+}
+
+// watch turns the real packet's packet-ins into observations until the
+// final hop reports or the deadline passes, and prints the result line.
+func (s *session) watch(ctx context.Context, role report.Role, p *path, dst netip.Addr, pre []report.Observation) (Outcome, error) {
+	res := report.NodeResult{Node: s.c.Node, Role: role, Timestamp: s.start.Unix(), Observations: pre}
+	emit := func(o report.Observation, hop *report.Hop) error {
+		res.Observations = append(res.Observations, o)
+		return s.c.Out.Write(report.Line{Type: report.TypeObservation, Observation: &o, Hop: hop})
+	}
+	translated := false
+	final, verdict, last := s.goal(p)
+	deadline := time.NewTimer(s.c.Timeout)
+	defer deadline.Stop()
+	stall := time.NewTimer(stallAfter)
+	defer stall.Stop()
+	retries := 0
+	for (last < 0 || !p.observed[last]) && (last >= 0 || p.open) {
+		select {
+		case <-stall.C:
+			// The probe stopped reporting before the end of its path. If
+			// OVS answered revalidator/wait with a round that began before
+			// the copies were installed, a stale cached megaflow can carry
+			// the probe past them: wait for another round and send the
+			// probe again (the sender only; a receiver cannot).
+			if s.reinject == nil || retries >= maxReinjections {
+				continue
+			}
+			retries++
+			s.c.Logf("the probe stopped reporting after hop %d; waiting for OVS to revalidate and injecting it again", lastTrue(p.observed))
+			if _, err := s.ovs.Call(ctx, "revalidator/wait"); err != nil {
+				s.c.Logf("revalidator/wait: %v", err)
+			}
+			if err := s.reinject(); err != nil {
+				return Outcome{ExitCode: ExitSetup}, setupErr("inject the probe again: %w", err)
+			}
+			stall.Reset(stallAfter)
+		case pin, ok := <-s.of.PacketIns():
+			stall.Reset(stallAfter)
+			if !ok {
+				return Outcome{ExitCode: ExitSetup}, setupErr("OpenFlow connection closed during the trace")
+			}
+			tag, kind, hop, _, ok := ParseUserdata(pin.Userdata)
+			if !ok || tag != s.c.Tag {
+				s.foreign++
+				continue
+			}
+			if kind == kindCont && p.open {
+				if err := s.extend(ctx, p, pin); err != nil {
+					return Outcome{ExitCode: ExitSetup}, setupErr("%w", err)
+				}
+				final, verdict, last = s.goal(p)
+				continue
+			}
+			if kind != kindCopy && kind != kindMiss {
+				s.foreign++
+				continue
+			}
+			i := NoteObserved(p.t, p.observed, int(hop))
+			if i < 0 {
+				continue
+			}
+			p.observed[i] = true
+			if sum, err := probe.Decode(pin.Packet); err == nil && !translated && dst.IsValid() && sum.DstIP != dst {
+				translated = true
+				if err := emit(report.Observation{
+					Component: report.ComponentLB, ComponentInfo: s.natTable(p.t, i), Action: report.ActionForwarded,
+					TranslatedDstIP: sum.DstIP.String(),
+				}, nil); err != nil {
+					return Outcome{}, err
+				}
+			}
+			h := p.t.Hops[i]
+			v := Verdict{Action: report.ActionForwarded}
+			if i == final {
+				v = verdict
+			}
+			if v.Port != nil && v.Port.IsTunnel() && v.TunnelDst == "" && pin.Metadata.TunDst.IsValid() {
+				// remote_ip=flow: the pipeline set tun_dst before this hop,
+				// and the real packet carries it.
+				v.TunnelDst = pin.Metadata.TunDst.String()
+				verdict = v
+			}
+			o := Observation(h, v, s.names)
+			if v.Action == report.ActionDelivered {
+				if sum, err := probe.Decode(pin.Packet); err == nil {
+					o.DstMAC = sum.DstMAC.String()
+				}
+			}
+			hr := HopReport(i, h, s.names, true)
+			if err := emit(o, &hr); err != nil {
+				return Outcome{}, err
+			}
+		case <-deadline.C:
+			return s.finish(res, p, ExitTimeout, fmt.Sprintf(
+				"the probe was not seen past hop %d within %s; OVS's trace predicted %d hops: the real packet left the predicted path (conntrack state, a group bucket) or never arrived",
+				lastTrue(p.observed), s.c.Timeout, len(p.t.Hops)))
+		case <-ctx.Done():
+			return s.finish(res, p, ExitTimeout, "interrupted: "+ctx.Err().Error())
+		}
+	}
+	code := ExitOK
+	if verdict.Action == report.ActionDropped || verdict.Action == report.ActionRejected {
+		code = ExitDropped
+	}
+	if last < final {
+		// The hop that decides could not be watched: report OVS's verdict.
+		o := Observation(p.t.Hops[final], verdict, s.names)
+		hr := HopReport(final, p.t.Hops[final], s.names, false)
+		if err := emit(o, &hr); err != nil {
+			return Outcome{}, err
+		}
+	}
+	return s.finish(res, p, code, summary(p.t, final, verdict, s.names))
+}
+
+// goal says which hop decides (final), what it does, and which watched hop
+// ends the watch (last; -1 if none). While the path ends open, the watch
+// ends only after it has been extended.
+func (s *session) goal(p *path) (int, Verdict, int) {
+	final, verdict := Final(p.t, s.br)
+	if p.open {
+		return -1, Verdict{}, -1
+	}
+	last := -1
+	for i := 0; i <= final && i < len(p.watched); i++ {
+		if p.watched[i] {
+			last = i
+		}
+	}
+	return final, verdict, last
+}
+
+func (s *session) finish(res report.NodeResult, p *path, code int, sum string) (Outcome, error) {
+	ex := &report.Explanation{DatapathActions: p.t.DatapathActions, Summary: sum, Trace: p.t.Text}
+	for i, h := range p.t.Hops {
+		ex.Hops = append(ex.Hops, HopReport(i, h, s.names, p.observed[i]))
+	}
+	c := code
+	err := s.c.Out.Write(report.Line{Type: report.TypeResult, Result: &res, Explanation: ex, ExitCode: &c})
+	return Outcome{ExitCode: code, Result: res, ForeignPacketIns: s.foreign}, err
+}
