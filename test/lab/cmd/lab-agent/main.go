@@ -130,7 +130,7 @@ func run() error {
 }
 
 func ovs(name string, args ...string) (string, error) {
-	out, err := exec.Command(name, args...).CombinedOutput()
+	out, err := exec.Command(name, args...).CombinedOutput() //nolint:gosec // the OVS tools, with arguments this agent built
 	if err != nil {
 		return string(out), fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, strings.TrimSpace(string(out)))
 	}
@@ -179,14 +179,14 @@ func (a *agentState) trigger() {
 // after the request, so the new pod's port is in it.
 func (a *agentState) serve(ctx context.Context) error {
 	_ = os.Remove(a.o.socket)
-	if err := os.MkdirAll(filepath.Dir(a.o.socket), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(a.o.socket), 0o750); err != nil {
 		return err
 	}
 	l, err := net.Listen("unix", a.o.socket)
 	if err != nil {
 		return err
 	}
-	go func() { <-ctx.Done(); l.Close() }()
+	go func() { <-ctx.Done(); _ = l.Close() }()
 	go func() {
 		for {
 			c, err := l.Accept()
@@ -194,7 +194,7 @@ func (a *agentState) serve(ctx context.Context) error {
 				return
 			}
 			go func() {
-				defer c.Close()
+				defer func() { _ = c.Close() }()
 				_ = c.SetDeadline(time.Now().Add(20 * time.Second))
 				if _, err := bufio.NewReader(c).ReadString('\n'); err != nil {
 					return
@@ -202,10 +202,10 @@ func (a *agentState) serve(ctx context.Context) error {
 				done := make(chan error, 1)
 				a.reqs <- done
 				if err := <-done; err != nil {
-					fmt.Fprintf(c, "error: %v\n", err)
+					_, _ = fmt.Fprintf(c, "error: %v\n", err)
 					return
 				}
-				fmt.Fprintln(c, "ok")
+				_, _ = fmt.Fprintln(c, "ok")
 			}()
 		}
 	}()
@@ -371,7 +371,7 @@ func (a *agentState) sync(ctx context.Context) error {
 		}
 	}
 	file := filepath.Join(a.o.stateDir, "flows.txt")
-	if err := os.WriteFile(file+".tmp", []byte(strings.Join(agent.Flows(a.o.cfg, st), "\n")+"\n"), 0o644); err != nil {
+	if err := os.WriteFile(file+".tmp", []byte(strings.Join(agent.Flows(a.o.cfg, st), "\n")+"\n"), 0o600); err != nil {
 		return err
 	}
 	if err := os.Rename(file+".tmp", file); err != nil {

@@ -45,7 +45,7 @@ func run() error {
 	entry := flag.String("entrypoint", "", "entrypoint path inside the image")
 	flag.Parse()
 	if *ref == "" || *out == "" || flag.NArg() == 0 {
-		return errors.New("usage: lab-image -ref REF -o OUT.tar [-entrypoint /PATH] SRC=/DST ...")
+		return errors.New("usage: lab-image -ref REF -o OUT.tar [-entrypoint /PATH] SRC=/DST [SRC=/DST]")
 	}
 	layer, err := buildLayer(flag.Args())
 	if err != nil {
@@ -110,7 +110,7 @@ func run() error {
 		return err
 	}
 	tmp := *out + ".tmp"
-	if err := os.WriteFile(tmp, buf.Bytes(), 0o644); err != nil {
+	if err := os.WriteFile(tmp, buf.Bytes(), 0o600); err != nil {
 		return err
 	}
 	return os.Rename(tmp, *out)
@@ -152,7 +152,7 @@ func buildLayer(specs []string) ([]byte, error) {
 		if !ok || !path.IsAbs(dst) {
 			return nil, fmt.Errorf("bad file spec %q: want SRC=/DST", s)
 		}
-		b, err := os.ReadFile(src)
+		b, err := os.ReadFile(src) //nolint:gosec // the files to put in the image are the point
 		if err != nil {
 			return nil, err
 		}

@@ -65,7 +65,7 @@ func serve(args []string) error {
 		mux := http.NewServeMux()
 		mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 			fmt.Printf("http %d %s from %s\n", port, r.URL.Path, r.RemoteAddr)
-			fmt.Fprintf(w, "%s port %d\n", identity(), port)
+			_, _ = fmt.Fprintf(w, "%s port %d\n", identity(), port)
 		})
 		srv := &http.Server{Addr: fmt.Sprintf(":%d", port), Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 		go func() { errc <- srv.ListenAndServe() }()
@@ -112,7 +112,7 @@ func get(args []string) error {
 	if err != nil {
 		return err
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
 		return err
@@ -128,11 +128,11 @@ func udp(args []string) error {
 	if len(args) != 2 {
 		return errors.New("usage: workload udp HOST:PORT MSG")
 	}
-	c, err := net.Dial("udp", args[0])
+	c, err := net.Dial("udp", args[0]) //nolint:gosec // a test client dials the address it is given
 	if err != nil {
 		return err
 	}
-	defer c.Close()
+	defer func() { _ = c.Close() }()
 	if err := c.SetDeadline(time.Now().Add(3 * time.Second)); err != nil {
 		return err
 	}
@@ -155,11 +155,11 @@ func ovsPorts(args []string) error {
 	if len(args) > 0 {
 		sock = args[0]
 	}
-	c, err := net.DialTimeout("unix", sock, 3*time.Second)
+	c, err := net.DialTimeout("unix", sock, 3*time.Second) //nolint:gosec // the OVSDB socket it is given
 	if err != nil {
 		return err
 	}
-	defer c.Close()
+	defer func() { _ = c.Close() }()
 	if err := c.SetDeadline(time.Now().Add(5 * time.Second)); err != nil {
 		return err
 	}
