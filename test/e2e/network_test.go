@@ -275,3 +275,53 @@ spec:
 		}
 	}
 }
+
+// The NetworkPolicy subset also covers egress and namespace selectors: the
+// client may only reach TCP 8080 of pods in namespaces labelled
+// e2e-egress=allowed.
+func TestNetworkPolicyEgressNamespaceSelector(t *testing.T) {
+	requireLab(t)
+	ns := namespace(t, "egress")
+	mustKubectl(t, "label", "namespace", ns, "e2e-egress=allowed")
+	apply(t, podSpec(ns, "server", labNodes[1].name, map[string]string{"app": "server"})+
+		podSpec(ns, "client", labNodes[0].name, map[string]string{"role": "client"}))
+	pods := waitPods(t, ns, "server", "client")
+	server := pods["server"].Status.PodIP
+	for _, port := range []string{"80", "8080"} {
+		eventually(t, 20*time.Second, "before the policy: port "+port, func() error {
+			_, err := execIn(ns, "client", "get", "http://"+server+":"+port+"/")
+			return err
+		})
+	}
+	apply(t, fmt.Sprintf(`apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: client-egress, namespace: %s}
+spec:
+  podSelector: {matchLabels: {role: client}}
+  policyTypes: [Egress]
+  egress:
+  - to: [{namespaceSelector: {matchLabels: {e2e-egress: allowed}}}]
+    ports: [{protocol: TCP, port: 8080}]
+`, ns))
+	eventually(t, 20*time.Second, "the egress policy to deny client -> server:80", func() error {
+		if out, err := execIn(ns, "client", "get", "-timeout", "1s", "http://"+server+"/"); err == nil {
+			return fmt.Errorf("still allowed: %q", out)
+		}
+		return nil
+	})
+	if out, err := execIn(ns, "client", "get", "http://"+server+":8080/"); err != nil || !strings.Contains(out, "server port 8080") {
+		t.Errorf("egress to TCP 8080 in an allowed namespace should work: %q, %v", out, err)
+	}
+	// The server itself is not selected: its own egress is unrestricted.
+	if out, err := execIn(ns, "server", "get", "http://"+pods["client"].Status.PodIP+"/"); err != nil {
+		t.Errorf("server -> client should work: %q, %v", out, err)
+	}
+	// Unlabel the namespace: port 8080 is no longer allowed either.
+	mustKubectl(t, "label", "namespace", ns, "e2e-egress-")
+	eventually(t, 20*time.Second, "client -> server:8080 denied once the namespace is unlabelled", func() error {
+		if out, err := execIn(ns, "client", "get", "-timeout", "1s", "http://"+server+":8080/"); err == nil {
+			return fmt.Errorf("still allowed: %q", out)
+		}
+		return nil
+	})
+}

@@ -530,13 +530,17 @@ status() {
   fi
 }
 
+# One up or down at a time (the e2e harness and a developer may race). The
+# lock is on this script itself, so it leaves no file behind.
+lock() { exec 8<"$0"; flock 8; }
+
 case "${1:-}" in
-  up) up ;;
-  down) down ;;
+  up) lock; up ;;
+  down) lock; down ;;
   status) status ;;
   exec) shift; n=$1; shift; in_node "$n" "$@" ;;
   images)
-    build; images
+    lock; build; images
     for i in $(seq 1 "$NODES"); do import_images "$(node_name "$i")"; done ;;
   *) echo "usage: $0 up|down|status|exec NODE CMD...|images" >&2; exit 2 ;;
 esac
