@@ -185,21 +185,32 @@ func (s *session) install(ctx context.Context, p Plan, revalidate bool) error {
 			return err
 		}
 	}
-	if err := s.of.Barrier(ctx); err != nil {
-		return fmt.Errorf("install observation flows: %w", err)
-	}
 	// The barrier says the flow tables changed, not that the datapath's
 	// flow cache has caught up: a packet the datapath looks up (one arriving
 	// from a tunnel, or recirculated after conntrack) would still hit a
 	// cached megaflow translated before the copies existed (ignoring the
-	// DSCP tag) until a revalidator round replaces it. The wait is usually
-	// a few ms (the flow mods start a round) and at worst one revalidator
-	// period (OVS's max-revalidator, 500 ms by default).
-	if !revalidate {
-		return nil
+	// DSCP tag) until a revalidator round replaces it. revalidator/wait
+	// answers at the end of the next revalidator round. Asked together
+	// with the flow mods, it usually catches the round they start (a few
+	// ms); asked later, it may wait a whole revalidator period (OVS's
+	// max-revalidator, 500 ms by default). Should it catch a round that
+	// began just before the flow mods, the sender's stall check injects
+	// the probe again.
+	var waited chan error
+	if revalidate {
+		waited = make(chan error, 1)
+		go func() {
+			_, err := s.ovs.Call(ctx, "revalidator/wait")
+			waited <- err
+		}()
 	}
-	if _, err := s.ovs.Call(ctx, "revalidator/wait"); err != nil {
-		return fmt.Errorf("wait for OVS to revalidate its flow cache: %w", err)
+	if err := s.of.Barrier(ctx); err != nil {
+		return fmt.Errorf("install observation flows: %w", err)
+	}
+	if waited != nil {
+		if err := <-waited; err != nil {
+			return fmt.Errorf("wait for OVS to revalidate its flow cache: %w", err)
+		}
 	}
 	return nil
 }
