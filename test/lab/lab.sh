@@ -93,7 +93,7 @@ start() {
   fi
   setsid bash -c 'for c in /sys/fs/cgroup/pids/'$CG'/daemons /sys/fs/cgroup/freezer/'$CG'/daemons; do
       [ -d "$c" ] && echo $$ >"$c/cgroup.procs"; done; exec "$@"' _ "$@" \
-    >"$S/logs/$name.log" 2>&1 </dev/null &
+    >"$S/logs/$name.log" 2>&1 </dev/null 8<&- &
   echo $! >"$S/pids/$name.pid"
 }
 
