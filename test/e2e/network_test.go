@@ -325,3 +325,40 @@ spec:
 		return nil
 	})
 }
+
+// The kubelet reaches its pods (through antrea-gw0, as on an Antrea node):
+// HTTP readiness probes pass on both nodes, even under a NetworkPolicy that
+// denies all ingress, since policy exempts the node's own traffic.
+func TestKubeletProbesReachPods(t *testing.T) {
+	requireLab(t)
+	ns := namespace(t, "probes")
+	var m strings.Builder
+	fmt.Fprintf(&m, `apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: deny-all-ingress, namespace: %s}
+spec: {podSelector: {}, policyTypes: [Ingress]}
+---
+`, ns)
+	for i, n := range labNodes {
+		fmt.Fprintf(&m, `apiVersion: v1
+kind: Pod
+metadata: {name: probed-%d, namespace: %s}
+spec:
+  nodeName: %s
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: workload
+    image: %s
+    imagePullPolicy: Never
+    readinessProbe: {httpGet: {port: 8080, path: /ready}, periodSeconds: 1}
+    livenessProbe: {tcpSocket: {port: 80}, periodSeconds: 2}
+---
+`, i+1, ns, n.name, workloadImage)
+	}
+	apply(t, m.String())
+	waitPods(t, ns, "probed-1", "probed-2")
+	out := mustKubectl(t, "logs", "-n", ns, "probed-1")
+	if !strings.Contains(out, "http 8080 /ready from "+"10.244.1.1") {
+		t.Errorf("probes did not come from the node's gateway 10.244.1.1:\n%s", out)
+	}
+}

@@ -286,9 +286,17 @@ node_ovs() {
     ovs-vsctl --timeout=10 -- add-br br-int -- set Bridge br-int datapath_type=netdev fail_mode=secure \
         protocols=OpenFlow10,OpenFlow13,OpenFlow15 other_config:disable-in-band=true \
       -- add-port br-int antrea-tun0 -- set Interface antrea-tun0 type=geneve \
-        options:remote_ip=flow options:key=flow ofport_request=1
+        options:remote_ip=flow options:key=flow ofport_request=1 \
+      -- add-port br-int antrea-gw0 -- set Interface antrea-gw0 type=internal ofport_request=2 \
+        mac=\\\"$(ip_mac "10.244.$i.1")\\\"
+    # The node's own way to its pods (kubelet probes) and, through the
+    # tunnel, to the other nodes' pods and to ClusterIPs.
+    ip link set antrea-gw0 mtu 1450 up
+    ip addr add 10.244.$i.1/24 dev antrea-gw0
+    ip route add $POD_RANGE dev antrea-gw0
+    ip route add $SVC_RANGE dev antrea-gw0
     # add-port exits 0 even when the port failed: check its OpenFlow number.
-    for p in eth0 antrea-tun0; do
+    for p in eth0 antrea-tun0 antrea-gw0; do
       [ \"\$(ovs-vsctl get Interface \$p ofport)\" -gt 0 ] || { echo \"OVS port \$p failed\" >&2; exit 1; }
     done"
 }

@@ -48,6 +48,7 @@ const (
 	ctZone           = 65520
 	// reg0[0..3] says where a packet came from (Antrea's PktSourceField).
 	fromTunnel   = "0x1/0xf"
+	fromGateway  = "0x2/0xf"
 	fromLocalPod = "0x3/0xf"
 	// reg0 bit 16: reg1 holds the output port (Antrea's OFPortFoundRegMark).
 	portFound = "0x10000/0x10000"
@@ -59,7 +60,10 @@ const (
 type Config struct {
 	GatewayIP  netip.Addr // the pods' next hop (answered by ARPResponder)
 	GatewayMAC string
-	TunnelPort int
+	// GatewayPort is antrea-gw0, the node's own way into the pod network
+	// (kubelet probes); 0 when the node has none.
+	GatewayPort int
+	TunnelPort  int
 }
 
 // LocalPod is a pod attached to this node's br-int.
@@ -185,6 +189,20 @@ func Flows(c Config, s State) []string {
 		f(TableARPResponder, 0, "", "drop"),
 		f(TableARPSpoofGuard, 0, "", "drop"))
 
+	if c.GatewayPort > 0 {
+		gp := fmt.Sprintf("in_port=%d", c.GatewayPort)
+		add(f(TableARPSpoofGuard, 200, "arp,"+gp, goTo(TableARPResponder)),
+			// The node asks on antrea-gw0 for other nodes' pods and for
+			// ClusterIPs: answer with the virtual MAC, L3Forwarding routes.
+			f(TableARPResponder, 190, "arp,arp_op=1,"+gp,
+				"move:NXM_OF_ETH_SRC[]->NXM_OF_ETH_DST[],set_field:"+GlobalVirtualMAC+"->eth_src,set_field:2->arp_op,"+
+					"move:NXM_NX_ARP_SHA[]->NXM_NX_ARP_THA[],set_field:"+GlobalVirtualMAC+"->arp_sha,"+
+					"move:NXM_OF_ARP_TPA[]->NXM_NX_REG2[],move:NXM_OF_ARP_SPA[]->NXM_OF_ARP_TPA[],move:NXM_NX_REG2[]->NXM_OF_ARP_SPA[],IN_PORT"),
+			f(TableClassifier, 200, gp, "set_field:"+fromGateway+"->reg0,"+goTo(TableConntrackZone)),
+			f(TableL3Forwarding, 200, "ip,nw_dst="+gw, "set_field:"+c.GatewayMAC+"->eth_dst,"+goTo(TableL3DecTTL)),
+			f(TableL2ForwardingCalc, 200, "dl_dst="+c.GatewayMAC,
+				fmt.Sprintf("set_field:0x%x->reg1,set_field:%s->reg0,%s", c.GatewayPort, portFound, goTo(TableConntrackCommit))))
+	}
 	add(f(TableClassifier, 200, fmt.Sprintf("in_port=%d", c.TunnelPort), "set_field:"+fromTunnel+"->reg0,"+goTo(TableConntrackZone)),
 		f(TableClassifier, 0, "", "drop"),
 		f(TableSpoofGuard, 0, "", "drop"))
@@ -246,6 +264,8 @@ func policyFlows(p Policies) []string {
 		f(TableEgressRule, 0, "", goTo(TableEgressDefaultRule)),
 		f(TableEgressDefaultRule, 0, "", goTo(TableL3Forwarding)),
 		f(TableIngressRule, 210, "ct_state=-new+est,ip", goTo(TableConntrackCommit)),
+		// As in Antrea, the node itself (kubelet probes) passes ingress policy.
+		f(TableIngressRule, 210, "ip,reg0="+fromGateway, goTo(TableConntrackCommit)),
 		f(TableIngressRule, 0, "", goTo(TableIngressDefaultRule)),
 		f(TableIngressDefaultRule, 0, "", goTo(TableConntrackCommit)))
 	for _, a := range p.IngressIsolated {

@@ -12,7 +12,7 @@ import (
 )
 
 var (
-	cfg = Config{GatewayIP: netip.MustParseAddr("10.244.1.1"), GatewayMAC: "02:00:0a:f4:01:01", TunnelPort: 1}
+	cfg = Config{GatewayIP: netip.MustParseAddr("10.244.1.1"), GatewayMAC: "02:00:0a:f4:01:01", GatewayPort: 2, TunnelPort: 1}
 	a   = netip.MustParseAddr("10.244.1.2")
 	b   = netip.MustParseAddr("10.244.2.2")
 )
@@ -46,6 +46,8 @@ func TestFlows(t *testing.T) {
 		"table=14,priority=200,tcp,nw_dst=10.244.1.2,nw_src=10.244.2.2/32,tp_dst=80 actions=goto_table:16",
 		"table=15,priority=200,ip,nw_dst=10.244.1.2 actions=drop",
 		"table=17,priority=200,reg0=0x10000/0x10000 actions=output:NXM_NX_REG1[]",
+		"table=14,priority=210,ip,reg0=0x2/0xf actions=goto_table:16",
+		"table=13,priority=200,dl_dst=02:00:0a:f4:01:01 actions=set_field:0x2->reg1,set_field:0x10000/0x10000->reg0,goto_table:16",
 	} {
 		if !strings.Contains(got, want+"\n") {
 			t.Errorf("missing flow\n  %s\nin\n%s", want, got)

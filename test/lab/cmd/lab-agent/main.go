@@ -65,6 +65,7 @@ func run() error {
 	flag.StringVar(&podRange, "pod-range", "10.244.0.0/16", "the cluster's pod range")
 	flag.StringVar(&gwMAC, "gateway-mac", "", "MAC the pods' gateway answers with")
 	flag.IntVar(&o.cfg.TunnelPort, "tunnel-ofport", 1, "OpenFlow port of the Geneve tunnel")
+	flag.IntVar(&o.cfg.GatewayPort, "gateway-ofport", 2, "OpenFlow port of antrea-gw0 (0: none)")
 	flag.Parse()
 	var err error
 	if o.podCIDR, err = netip.ParsePrefix(podCIDR); err != nil {
