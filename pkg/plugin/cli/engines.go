@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 
+	"github.com/kubectl-traceflow/kubectl-traceflow/internal/version"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/agentmode"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/engine"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/exitcode"
@@ -71,6 +72,7 @@ func (o *TraceOptions) trace(ctx context.Context, c *Clients, res *resolve.Resul
 		Records: c.Traceflows,
 		Now:     time.Now,
 		Emit:    emit,
+		Version: version.Version,
 	}
 	if facts.CRDServed {
 		r.InUse = antreaTags(c.Traceflows)

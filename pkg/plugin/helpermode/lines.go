@@ -44,6 +44,10 @@ func (t *tracer) onLine(ctx context.Context, m lineMsg) (view.Verdict, string, e
 	case report.TypeReady:
 		h.ready, h.waiting = true, ""
 		t.r.Emit(view.HelperReady{At: view.At{Time: at}, Node: h.node, Role: h.role, Version: l.Ready.HelperVersion})
+		if v := l.Ready.HelperVersion; t.r.Version != "" && v != "" && v != t.r.Version {
+			t.r.Emit(view.Warning{At: view.At{Time: at}, Node: h.node, Message: fmt.Sprintf(
+				"helper %s differs from plugin %s: the report format may not match; use --helper-image with the plugin's version", v, t.r.Version)})
+		}
 		if h == t.sender {
 			// The sender injects as soon as its flows are in: its ready
 			// line is the moment of injection, give or take microseconds.

@@ -59,6 +59,8 @@ type Runner struct {
 	Records traceflow.Client
 	Now     func() time.Time
 	Emit    func(view.Update)
+	// Version is the plugin's version, to warn about a helper of another.
+	Version string
 	// InUse returns the tags held by other engines' traces; may be nil.
 	InUse func(ctx context.Context) (map[uint8]bool, error)
 }

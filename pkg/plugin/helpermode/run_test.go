@@ -36,6 +36,7 @@ func newHarness(script func(f *fakeCluster, p *corev1.Pod)) *harness {
 		Tags:    &tagalloc.Allocator{Leases: h.cs.CoordinationV1().Leases("kube-system"), Now: time.Now},
 		Records: h.records,
 		Now:     time.Now,
+		Version: "v-test",
 		Emit: func(u view.Update) {
 			h.mu.Lock()
 			h.updates = append(h.updates, u)
@@ -253,5 +254,22 @@ func TestUpdatesReachTheView(t *testing.T) {
 	}
 	if len(m.Nodes) != 2 || m.Nodes[0].Name != "n1" || len(m.AllHops()) != 4 || m.Finished == nil || m.Finished.Verdict != view.Delivered || m.InjectedAt.IsZero() {
 		t.Fatalf("view model after the trace: nodes=%d hops=%d finished=%+v", len(m.Nodes), len(m.AllHops()), m.Finished)
+	}
+}
+
+func TestVersionMismatchWarns(t *testing.T) {
+	h := newHarness(interNode(t))
+	h.runner.Version = "v-plugin"
+	if _, err := h.runner.Run(context.Background(), cfg(), plan("n2")); err != nil {
+		t.Fatal(err)
+	}
+	warned := 0
+	for _, u := range h.updates {
+		if w, ok := u.(view.Warning); ok && strings.Contains(w.Message, "v-test differs from plugin v-plugin") {
+			warned++
+		}
+	}
+	if warned != 2 {
+		t.Fatalf("want a warning per helper (2), got %d", warned)
 	}
 }

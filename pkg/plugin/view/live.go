@@ -62,6 +62,13 @@ func (l *Live) Frame(m *Model, now time.Time, step int) string {
 	if t.Engine != "" {
 		lines = append(lines, s.dim.Render(fmt.Sprintf("engine %s (%s) · tag %d · %s", esc(t.Engine), esc(t.EngineReason), t.Tag, esc(t.Name))))
 	}
+	for _, w := range m.Warnings {
+		where := ""
+		if w.Node != "" {
+			where = esc(w.Node) + ": "
+		}
+		lines = append(lines, s.warn.Render("! ")+where+esc(w.Message))
+	}
 	lines = append(lines, "")
 	for i, n := range m.Nodes {
 		role := strings.ToLower(string(n.Role))

@@ -75,6 +75,13 @@ type Observed struct {
 	Hop Hop
 }
 
+// Warning: something the user should know that does not stop the trace.
+type Warning struct {
+	At
+	Node    string
+	Message string
+}
+
 // Finished: the trace ended with a verdict (and, for Failed, a reason).
 type Finished struct {
 	At
@@ -104,6 +111,7 @@ type Model struct {
 	InjectedAt time.Time // zero until injected
 	Nodes      []*NodeState
 	Finished   *Finished
+	Warnings   []Warning
 	// Events is every update in arrival order, for the plain renderer and
 	// for replaying intermediate frames in tests.
 	Events []Update
@@ -127,6 +135,8 @@ func (m *Model) Apply(u Update) {
 	case Observed:
 		n := m.node(u.Hop.Node, u.Hop.Role)
 		n.Hops = append(n.Hops, TimedHop{Hop: u.Hop, At: u.Time})
+	case Warning:
+		m.Warnings = append(m.Warnings, u)
 	case Finished:
 		f := u
 		m.Finished = &f

@@ -51,6 +51,8 @@ func (p Plain) line(m *Model, u Update) string {
 			fields = append(fields, "table", tableRef(h), "flow", h.Flow, "cookie", cookieHex(h.Cookie))
 		}
 		return kv("hop", fields...)
+	case Warning:
+		return kv("warning", "node", u.Node, "message", u.Message)
 	case Finished:
 		return kv("verdict", "result", string(u.Verdict), "reason", u.Reason)
 	}
