@@ -79,6 +79,13 @@ KREW_TOOLS := $(CACHE_DIR)/tools/krew-$(KREW_VERSION)
 # The plugin's own default helper image; `make image` builds it.
 HELPER_IMAGE ?= ghcr.io/kubectl-traceflow/traceflow-helper:$(VERSION)
 
+.PHONY: image
+image: build ## the helper image as an OCI archive, without Docker (images/helper/Dockerfile builds the same with Docker)
+	mkdir -p dist
+	go run ./test/lab/cmd/lab-image -ref $(HELPER_IMAGE) -o dist/traceflow-helper-$(VERSION).oci.tar \
+		-entrypoint /traceflow-helper bin/traceflow-helper=/traceflow-helper
+	@echo "dist/traceflow-helper-$(VERSION).oci.tar: $(HELPER_IMAGE) (load with: ctr -n k8s.io image import FILE)"
+
 .PHONY: release
 release: ## archives for linux, darwin (amd64, arm64) and windows/amd64 with sha256 sums, in dist/
 	RELEASE_VERSION=$(VERSION) COMMIT=$(COMMIT) hack/release.sh
