@@ -62,8 +62,8 @@ func newOptions(mode string, stderr io.Writer) *options {
 	fs.UintVar(&o.srcPort, "source-port", 0, "TCP/UDP source port (default 32768+tag)")
 	fs.UintVar(&o.tcpFlags, "tcp-flags", 2, "TCP flags byte (2 = SYN)")
 	fs.UintVar(&o.ttl, "ttl", 64, "IP TTL / hop limit")
-	fs.StringVar(&o.sourceIP, "source-ip", "", "probe source IP (default: the port's external_ids ip)")
-	fs.StringVar(&o.sourceMAC, "source-mac", "", "probe source MAC (default: the port's external_ids mac or attached-mac)")
+	fs.StringVar(&o.sourceIP, "source-ip", "", "probe source IP (default: the port's external_ids ip, ip_addresses or ip-address)")
+	fs.StringVar(&o.sourceMAC, "source-mac", "", "probe source MAC (default: the port's external_ids mac, attached_mac or attached-mac)")
 	fs.StringVar(&o.destMAC, "destination-mac", "", "probe destination MAC (default: the local destination pod's MAC, else the gateway port's)")
 	return o
 }

@@ -208,8 +208,8 @@ func TestIntegrationServiceLB(t *testing.T) {
 					lb = &obs[i]
 				}
 			}
-			if lb == nil || lb.TranslatedDstIP != o.b.IP.String() {
-				t.Fatalf("no LB observation with translatedDstIP %s: %+v", o.b.IP, obs)
+			if lb == nil || lb.TranslatedDstIP != o.b.IP.String() || lb.ComponentInfo != "ServiceLB" {
+				t.Fatalf("no LB observation from ServiceLB with translatedDstIP %s: %+v", o.b.IP, obs)
 			}
 			wantActions(t, obs, report.ActionDelivered)
 			if obs[len(obs)-1].Pod != "default/pod-b" {

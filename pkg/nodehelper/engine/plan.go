@@ -149,9 +149,14 @@ func BuildPlan(in PlanInput) (Plan, error) {
 		for ci, fd := range cands {
 			extra, why := tagMatch(fd.Match, in.EthType, in.Tag)
 			if why != "" {
-				p.Skipped[i] = why
+				// Another flow with the same priority and cookie may be
+				// the one: say why only if none can be watched.
+				if !p.Watched[i] {
+					p.Skipped[i] = why
+				}
 				continue
 			}
+			delete(p.Skipped, i)
 			ca, err := openflow.ControllerAction(in.ControllerID, userdata(in.Tag, kindCopy, uint16(i), uint16(ci)), false) //nolint:gosec // small
 			if err != nil {
 				return p, err

@@ -49,7 +49,7 @@ func Receive(ctx context.Context, c Common) (Outcome, error) {
 	if err := s.ready(report.RoleReceiver, len(catch.FlowMods), "", ""); err != nil {
 		return Outcome{ExitCode: ExitSetup}, err
 	}
-	pin, ok, err := s.waitCatch(ctx)
+	pin, ok, err := s.waitCatch(ctx, catch)
 	if err != nil || !ok {
 		return s.notSeen(err)
 	}
@@ -106,7 +106,7 @@ func Receive(ctx context.Context, c Common) (Outcome, error) {
 	return s.watch(ctx, report.RoleReceiver, p, dst, []report.Observation{received})
 }
 
-func (s *session) waitCatch(ctx context.Context) (openflow.PacketIn, bool, error) {
+func (s *session) waitCatch(ctx context.Context, catch Plan) (openflow.PacketIn, bool, error) {
 	timer := newTimer(s.c.Timeout)
 	defer timer.Stop()
 	for {
@@ -116,10 +116,28 @@ func (s *session) waitCatch(ctx context.Context) (openflow.PacketIn, bool, error
 				return pin, false, setupErr("OpenFlow connection closed while waiting for the probe")
 			}
 			tag, kind, _, _, ok := ParseUserdata(pin.Userdata)
-			if ok && tag == s.c.Tag && kind == kindCatch {
+			if !ok || tag != s.c.Tag || kind != kindCatch {
+				s.foreign++
+				continue
+			}
+			if s.isProbe(pin.Packet) {
 				return pin, true, nil
 			}
-			s.foreign++
+			// Another packet with the tag (IPv4 identification cannot be
+			// matched in OpenFlow): let it go on without catching it again,
+			// then catch again.
+			s.ignored++
+			del, _ := openflow.DeleteByCookie(s.of.NextXid(), s.cookie|kindCatch, ^uint64(0))
+			if err := s.of.Send(del); err != nil {
+				return pin, false, err
+			}
+			if err := s.of.Barrier(ctx); err != nil {
+				return pin, false, err
+			}
+			_ = s.of.Send(openflow.Resume(s.of.NextXid(), pin))
+			if err := s.install(ctx, catch, false); err != nil {
+				return pin, false, err
+			}
 		case <-timer.C:
 			return openflow.PacketIn{}, false, nil
 		case <-ctx.Done():

@@ -12,6 +12,7 @@ import (
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/ofproto"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/openflow"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/ovsdb"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/probe"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/report"
 )
 
@@ -63,6 +64,18 @@ type session struct {
 	foreign int
 	// reinject sends the probe again (sender only).
 	reinject func() error
+	// probeSrcPort is the probe's TCP/UDP source port, 0 where unknown
+	// (on a receiver).
+	probeSrcPort uint16
+	// ignored counts tagged packets that were not the probe (a reply
+	// whose DSCP the replier copied from the probe).
+	ignored int
+}
+
+// isProbe tells the probe from other packets carrying its tag.
+func (s *session) isProbe(frame []byte) bool {
+	sum, err := probe.Decode(frame)
+	return err == nil && sum.IsProbe(s.c.Tag, s.probeSrcPort)
 }
 
 func (c Common) hardTimeout() uint16 {
@@ -236,10 +249,27 @@ type Outcome struct {
 	ForeignPacketIns int
 }
 
+// natTable names the table to which a destination translation seen at hop
+// i is attributed: the hop OVS's trace shows doing the DNAT (nat(dst=...)),
+// else the last group or conntrack action before hop i.
 func (s *session) natTable(t ofproto.Trace, i int) string {
+	for _, h := range t.Hops {
+		for _, a := range h.Actions {
+			if strings.Contains(a, "nat(dst=") {
+				return s.names.Name(h.Table)
+			}
+		}
+	}
 	for j := i - 1; j >= 0; j-- {
 		for _, a := range t.Hops[j].Actions {
-			if strings.HasPrefix(a, "ct(") || strings.HasPrefix(a, "group:") {
+			if strings.HasPrefix(a, "group:") {
+				return s.names.Name(t.Hops[j].Table)
+			}
+		}
+	}
+	for j := i - 1; j >= 0; j-- {
+		for _, a := range t.Hops[j].Actions {
+			if strings.HasPrefix(a, "ct(") {
 				return s.names.Name(t.Hops[j].Table)
 			}
 		}

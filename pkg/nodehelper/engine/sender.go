@@ -49,6 +49,7 @@ func Trace(ctx context.Context, spec TraceSpec) (Outcome, error) {
 	if err != nil {
 		return Outcome{ExitCode: ExitSetup}, setupErr("%w", err)
 	}
+	s.probeSrcPort = ps.SrcPort
 	pkt, err := probe.Build(ps)
 	if err != nil {
 		return Outcome{ExitCode: ExitSetup}, setupErr("%w", err)
@@ -128,14 +129,14 @@ func probeSpec(br *ovsdb.Bridge, src *ovsdb.Port, spec TraceSpec) (probe.Spec, e
 		}
 	}
 	if !ps.SrcIP.IsValid() {
-		return ps, fmt.Errorf("port %s records no %s address in external_ids ip: pass --source-ip", src.Name, family(ps.DstIP))
+		return ps, fmt.Errorf("port %s records no %s address in external_ids (ip, ip_addresses or ip-address): pass --source-ip", src.Name, family(ps.DstIP))
 	}
 	ps.SrcMAC = spec.SourceMAC
 	if ps.SrcMAC == nil {
 		ps.SrcMAC = src.PodMAC()
 	}
 	if ps.SrcMAC == nil {
-		return ps, fmt.Errorf("port %s records no pod MAC in external_ids (mac or attached-mac): pass --source-mac", src.Name)
+		return ps, fmt.Errorf("port %s records no pod MAC in external_ids (mac, attached_mac or attached-mac): pass --source-mac", src.Name)
 	}
 	ps.DstMAC = spec.DestinationMAC
 	if ps.DstMAC == nil {

@@ -225,6 +225,14 @@ func (s *session) watch(ctx context.Context, role report.Role, p *path, dst neti
 				s.foreign++
 				continue
 			}
+			if !s.isProbe(pin.Packet) {
+				// A reply that carries the tag: not the probe.
+				s.ignored++
+				if pin.Paused {
+					_ = s.of.Send(openflow.Resume(s.of.NextXid(), pin))
+				}
+				continue
+			}
 			if kind == kindCont && p.open {
 				if err := s.extend(ctx, p, pin); err != nil {
 					return Outcome{ExitCode: ExitSetup}, setupErr("%w", err)

@@ -29,22 +29,30 @@ func (p Port) PodName() string {
 	return p.IfaceExternalIDs["iface-id"]
 }
 
+// ipKeys are the external_ids keys CNIs record a pod's IPs under: Antrea
+// "ip", OVN-Kubernetes "ip_addresses" (CIDRs), others "ip-address".
+var ipKeys = []string{"ip", "ip_addresses", "ip-address", "ip-addresses"}
+
 // PodIPs returns the IPs that the CNI recorded for a pod's port
-// (Antrea: external_ids ip, comma-separated for dual stack).
+// (comma-separated for dual stack, with or without a prefix length).
 func (p Port) PodIPs() []netip.Addr {
 	var out []netip.Addr
-	for _, s := range splitComma(p.ExternalID("ip")) {
-		if a, err := netip.ParseAddr(s); err == nil {
-			out = append(out, a)
+	for _, k := range ipKeys {
+		for _, s := range splitComma(p.ExternalID(k)) {
+			if a, err := netip.ParseAddr(s); err == nil {
+				out = append(out, a)
+			} else if pf, err := netip.ParsePrefix(s); err == nil {
+				out = append(out, pf.Addr())
+			}
 		}
 	}
 	return out
 }
 
 // PodMAC returns the pod side MAC that the CNI recorded (Antrea: mac;
-// OVN-Kubernetes: attached-mac), or nil.
+// OVN-Kubernetes: attached_mac; others attached-mac), or nil.
 func (p Port) PodMAC() net.HardwareAddr {
-	for _, k := range []string{"mac", "attached-mac"} {
+	for _, k := range []string{"mac", "attached_mac", "attached-mac"} {
 		if m, err := net.ParseMAC(p.ExternalID(k)); err == nil {
 			return m
 		}
@@ -132,7 +140,7 @@ func (b *Bridge) PortByIP(ip netip.Addr) *Port {
 
 // Gateway returns the port that routes pod traffic off the bridge: Antrea's
 // antrea-type=gateway, else the first internal port that is not the
-// bridge's own.
+// bridge's own, else the bridge's own port.
 func (b *Bridge) Gateway() *Port {
 	for i := range b.Ports {
 		if b.Ports[i].ExternalID("antrea-type") == "gateway" {
@@ -141,6 +149,11 @@ func (b *Bridge) Gateway() *Port {
 	}
 	for i := range b.Ports {
 		if b.Ports[i].Type == "internal" && b.Ports[i].Name != b.Name {
+			return &b.Ports[i]
+		}
+	}
+	for i := range b.Ports {
+		if b.Ports[i].Name == b.Name {
 			return &b.Ports[i]
 		}
 	}

@@ -18,7 +18,7 @@ func testNode() *Node {
 		},
 		[]InterfaceRow{
 			{UUID: "i1", Name: "antrea-pod", Ofport: ptr(5)},
-			{UUID: "i2", Name: "ovnk-pod", Ofport: ptr(6), ExternalIDs: map[string]string{"iface-id": "demo_db", "attached-mac": "0a:58:0a:00:00:06"}},
+			{UUID: "i2", Name: "ovnk-pod", Ofport: ptr(6), ExternalIDs: map[string]string{"iface-id": "demo_db", "attached_mac": "0a:58:0a:00:00:06", "ip_addresses": "10.0.0.6/24"}},
 			{UUID: "i3", Name: "tun0", Type: "geneve", Ofport: ptr(100), Options: map[string]string{"remote_ip": "flow"}},
 			{UUID: "i4", Name: "gw0", Type: "internal", Ofport: ptr(2), MACInUse: ptr("02:00:00:00:00:01")},
 		})
@@ -42,6 +42,9 @@ func TestFindPod(t *testing.T) {
 	}
 	if ips := br.Ports[0].PodIPs(); len(ips) != 2 || ips[1] != netip.MustParseAddr("fd00::5") {
 		t.Errorf("pod IPs %v", ips)
+	}
+	if p := br.PortByIP(netip.MustParseAddr("10.0.0.6")); p == nil || p.Name != "ovnk-pod" {
+		t.Errorf("PortByIP from OVN-Kubernetes' ip_addresses: %+v", p)
 	}
 	if p := br.PortByIP(netip.MustParseAddr("10.0.0.5")); p == nil || p.Name != "antrea-pod" {
 		t.Errorf("PortByIP: %+v", p)

@@ -64,12 +64,12 @@ func Build(s Spec) ([]byte, error) {
 	v6 := s.DstIP.Is6() && !s.DstIP.Is4In6()
 	if v6 {
 		eth.EthernetType = layers.EthernetTypeIPv6
-		l := &layers.IPv6{Version: 6, TrafficClass: s.Tag << 2, HopLimit: ttl,
+		l := &layers.IPv6{Version: 6, TrafficClass: s.Tag << 2, HopLimit: ttl, FlowLabel: Mark(s.Tag),
 			SrcIP: s.SrcIP.AsSlice(), DstIP: s.DstIP.AsSlice()}
 		ip, ipLayer = l, l
 	} else {
 		eth.EthernetType = layers.EthernetTypeIPv4
-		l := &layers.IPv4{Version: 4, IHL: 5, TOS: s.Tag << 2, TTL: ttl, Flags: layers.IPv4DontFragment,
+		l := &layers.IPv4{Version: 4, IHL: 5, TOS: s.Tag << 2, TTL: ttl, Flags: layers.IPv4DontFragment, Id: uint16(Mark(s.Tag)),
 			SrcIP: s.SrcIP.Unmap().AsSlice(), DstIP: s.DstIP.Unmap().AsSlice()}
 		ip, ipLayer = l, l
 	}
@@ -127,12 +127,36 @@ func setProto(l gopacket.SerializableLayer, p layers.IPProtocol) {
 	}
 }
 
+// Mark is the value a probe with tag carries in its IPv4 identification
+// (low 16 bits) or IPv6 flow label (20 bits). The tag alone does not tell
+// the probe from its reply: Linux may reflect the DSCP of a SYN into the
+// SYN-ACK. NAT keeps both fields, a reply's are the replier's own.
+func Mark(tag uint8) uint32 { return 0x54000 | uint32(tag)<<6 | 0x2a }
+
 // Summary is what the helper reads back from a packet it observed.
 type Summary struct {
 	SrcMAC, DstMAC net.HardwareAddr
 	SrcIP, DstIP   netip.Addr
 	DSCP           uint8
 	TTL            uint8
+	// Mark is the IPv4 identification or the IPv6 flow label.
+	Mark uint32
+	// SrcPort is the TCP or UDP source port; ICMPEcho is true for an echo request.
+	SrcPort  uint16
+	ICMPEcho bool
+}
+
+// IsProbe reports whether a packet is the probe with tag: its DSCP and its
+// mark say so, and (for TCP and UDP) its source port is the probe's.
+func (s Summary) IsProbe(tag uint8, srcPort uint16) bool {
+	want := Mark(tag)
+	if s.SrcIP.Is4() {
+		want &= 0xffff
+	}
+	if s.DSCP != tag || s.Mark != want {
+		return false
+	}
+	return srcPort == 0 || s.SrcPort == srcPort || s.ICMPEcho
 }
 
 // Decode reads the Ethernet and IP header of a frame.
@@ -148,13 +172,25 @@ func Decode(frame []byte) (Summary, error) {
 	case *layers.IPv4:
 		s.SrcIP, _ = netip.AddrFromSlice(ip.SrcIP.To4())
 		s.DstIP, _ = netip.AddrFromSlice(ip.DstIP.To4())
-		s.DSCP, s.TTL = ip.TOS>>2, ip.TTL
+		s.DSCP, s.TTL, s.Mark = ip.TOS>>2, ip.TTL, uint32(ip.Id)
 	case *layers.IPv6:
 		s.SrcIP, _ = netip.AddrFromSlice(ip.SrcIP)
 		s.DstIP, _ = netip.AddrFromSlice(ip.DstIP)
-		s.DSCP, s.TTL = ip.TrafficClass>>2, ip.HopLimit
+		s.DSCP, s.TTL, s.Mark = ip.TrafficClass>>2, ip.HopLimit, ip.FlowLabel
 	default:
 		return s, errors.New("not an IP packet")
+	}
+	switch l4 := p.TransportLayer().(type) {
+	case *layers.TCP:
+		s.SrcPort = uint16(l4.SrcPort)
+	case *layers.UDP:
+		s.SrcPort = uint16(l4.SrcPort)
+	}
+	if ic, ok := p.Layer(layers.LayerTypeICMPv4).(*layers.ICMPv4); ok {
+		s.ICMPEcho = ic.TypeCode.Type() == layers.ICMPv4TypeEchoRequest
+	}
+	if ic, ok := p.Layer(layers.LayerTypeICMPv6).(*layers.ICMPv6); ok {
+		s.ICMPEcho = ic.TypeCode.Type() == layers.ICMPv6TypeEchoRequest
 	}
 	return s, nil
 }

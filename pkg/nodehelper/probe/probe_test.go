@@ -54,6 +54,9 @@ func TestBuildChecksumsAndTag(t *testing.T) {
 			if sum.DSCP != 37 || sum.TTL != 9 || sum.SrcIP != s.SrcIP || sum.DstIP != s.DstIP {
 				t.Errorf("decoded %+v", sum)
 			}
+			if !sum.IsProbe(37, s.SrcPort) || sum.IsProbe(36, s.SrcPort) || (s.Protocol != ICMP && sum.IsProbe(37, s.SrcPort+1)) {
+				t.Errorf("IsProbe disagrees: %+v", sum)
+			}
 			var pseudo, l4 []byte
 			var proto byte
 			if s.DstIP.Is4() {
