@@ -46,6 +46,10 @@ func (o *TraceOptions) trace(ctx context.Context, c *Clients, res *resolve.Resul
 		return traceResult{}, err
 	}
 	out := traceResult{engine: d}
+	if o.format == outputJSON || o.format == outputYAML {
+		// Structured output goes to stdout; the engine line, for people, to stderr.
+		_, _ = fmt.Fprintln(o.ErrOut, d.String())
+	}
 	started := view.TraceStarted{
 		Name: tf.Name, Engine: string(d.Mode), EngineReason: d.Reason,
 		Source: endpointName(res.Source), Destination: endpointName(res.Destination), Packet: describePacket(tf.Spec),

@@ -1,0 +1,422 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/report"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/traceflow"
+)
+
+// traceFixture: a and c on node 1, b and locked on node 2, Service web in
+// front of b, and a NetworkPolicy denying all ingress to locked.
+type traceFixture struct {
+	ns   string
+	pods map[string]*corev1.Pod
+}
+
+var (
+	traceFix     *traceFixture
+	traceFixOnce sync.Mutex
+)
+
+func getTraceFixture(t *testing.T) *traceFixture {
+	t.Helper()
+	requireLab(t)
+	traceFixOnce.Lock()
+	defer traceFixOnce.Unlock()
+	if traceFix != nil {
+		return traceFix
+	}
+	ns := fmt.Sprintf("e2e-trace-%d", time.Now().UnixNano()%100000)
+	createNamespace(t, ns)
+	mustKubectl(t, "traceflow", "install-crd")
+	apply(t, podSpec(ns, "a", labNodes[0].name, map[string]string{"app": "client"})+
+		podSpec(ns, "c", labNodes[0].name, map[string]string{"app": "peer"})+
+		podSpec(ns, "b", labNodes[1].name, map[string]string{"app": "web"})+
+		podSpec(ns, "locked", labNodes[1].name, map[string]string{"app": "locked"})+
+		fmt.Sprintf(`apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: %[1]s}
+spec:
+  selector: {app: web}
+  ports: [{name: http, port: 80, targetPort: 80}]
+---
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: deny-locked, namespace: %[1]s}
+spec:
+  podSelector: {matchLabels: {app: locked}}
+  policyTypes: [Ingress]
+`, ns))
+	traceFix = &traceFixture{ns: ns, pods: waitPods(t, ns, "a", "b", "c", "locked")}
+	return traceFix
+}
+
+// traceRun is one run of the plugin through the real kubectl.
+type traceRun struct {
+	code           int
+	stdout, stderr string
+	record         *traceflow.Traceflow
+}
+
+// runTrace runs `kubectl traceflow ARGS -o json` and decodes the record.
+func runTrace(t *testing.T, args ...string) traceRun {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	full := append([]string{"traceflow"}, args...)
+	full = append(full, "-o", "json")
+	cmd := exec.CommandContext(ctx, "kubectl", full...)
+	cmd.Env = kubectlEnv()
+	var out, errb strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	r := traceRun{stdout: out.String(), stderr: errb.String()}
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+		r.code = ee.ExitCode()
+	default:
+		t.Fatalf("kubectl %s: %v", strings.Join(full, " "), err)
+	}
+	if strings.TrimSpace(r.stdout) != "" {
+		r.record = &traceflow.Traceflow{}
+		if err := json.Unmarshal([]byte(r.stdout), r.record); err != nil {
+			t.Fatalf("-o json is not a Traceflow: %v\n%s", err, r.stdout)
+		}
+	}
+	t.Logf("kubectl %s: exit %d\n%s%s", strings.Join(full, " "), r.code, r.stderr, r.stdout)
+	return r
+}
+
+func (r traceRun) result(t *testing.T, node string) report.NodeResult {
+	t.Helper()
+	if r.record != nil {
+		for _, res := range r.record.Status.Results {
+			if res.Node == node {
+				return res
+			}
+		}
+	}
+	t.Fatalf("no result from node %s in the record", node)
+	return report.NodeResult{}
+}
+
+func last(res report.NodeResult) report.Observation {
+	if len(res.Observations) == 0 {
+		return report.Observation{}
+	}
+	return res.Observations[len(res.Observations)-1]
+}
+
+// assertNothingLeft checks item 4 of issue 5: no helper pod, no tag claim,
+// no record (unless kept), and no flow with a trace cookie on any node.
+func assertNothingLeft(t *testing.T, keptRecords ...string) {
+	t.Helper()
+	sel := "-l=app.kubernetes.io/managed-by=kubectl-traceflow"
+	if out := mustKubectl(t, "get", "pods", "-A", sel, "-o", "name"); strings.TrimSpace(out) != "" {
+		// Deletion is asynchronous in the kubelet; the API object goes at once
+		// with grace period 0, so anything listed here is a leak.
+		t.Errorf("helper pods left: %s", out)
+	}
+	if out := mustKubectl(t, "get", "leases", "-A", sel, "-o", "name"); strings.TrimSpace(out) != "" {
+		t.Errorf("tag claims left: %s", out)
+	}
+	out := mustKubectl(t, "get", "traceflows", "-o", "name")
+	for _, line := range strings.Fields(out) {
+		kept := false
+		for _, k := range keptRecords {
+			kept = kept || strings.HasSuffix(line, "/"+k)
+		}
+		if !kept {
+			t.Errorf("trace record left: %s", line)
+		}
+	}
+	for _, n := range labNodes {
+		if flows := traceFlows(t, n.name); flows != "" {
+			t.Errorf("trace flows left on %s:\n%s", n.name, flows)
+		}
+	}
+}
+
+// traceFlows lists the flows on a node that carry a trace's cookie (the
+// helper's cookies all start with 0x7466, "tf").
+func traceFlows(t *testing.T, node string) string {
+	t.Helper()
+	out := nodeExec(t, node, "ovs-ofctl", "-O", "OpenFlow15", "dump-flows", "br-int", "cookie=0x7466000000000000/0xffff000000000000")
+	var flows []string
+	for _, l := range strings.Split(out, "\n") {
+		if strings.Contains(l, "cookie=") {
+			flows = append(flows, l)
+		}
+	}
+	return strings.Join(flows, "\n")
+}
+
+func TestTraceIntraNodeDelivered(t *testing.T) {
+	f := getTraceFixture(t)
+	for _, proto := range [][]string{{"--tcp", "80"}, {"--udp", "5000"}, {"--icmp"}} {
+		t.Run(proto[0], func(t *testing.T) {
+			r := runTrace(t, append([]string{"-n", f.ns, "a", "c"}, proto...)...)
+			if r.code != 0 {
+				t.Fatalf("exit %d, want 0", r.code)
+			}
+			sender := r.result(t, labNodes[0].name)
+			if o := last(sender); o.Action != report.ActionDelivered || o.Pod != f.ns+"/c" {
+				t.Errorf("last observation %+v, want Delivered to %s/c", o, f.ns)
+			}
+			assertNothingLeft(t)
+		})
+	}
+}
+
+func TestTraceInterNodeDelivered(t *testing.T) {
+	f := getTraceFixture(t)
+	r := runTrace(t, "-n", f.ns, "a", "b", "--tcp", "80", "--keep")
+	if r.code != 0 {
+		t.Fatalf("exit %d, want 0", r.code)
+	}
+	sender := r.result(t, labNodes[0].name)
+	if o := last(sender); o.Action != report.ActionForwarded || o.TunnelDstIP != labNodes[1].ip {
+		t.Errorf("sender's last observation %+v, want Forwarded with tunnelDstIP %s", o, labNodes[1].ip)
+	}
+	recv := r.result(t, labNodes[1].name)
+	if len(recv.Observations) < 2 || recv.Observations[0].Action != report.ActionReceived || last(recv).Action != report.ActionDelivered {
+		t.Errorf("receiver observations %+v, want Received first and Delivered last", recv.Observations)
+	}
+	// --keep: the CR holds the merged per-node results.
+	name := r.record.Name
+	kept := &traceflow.Traceflow{}
+	if err := json.Unmarshal([]byte(mustKubectl(t, "get", "traceflow", name, "-o", "json")), kept); err != nil {
+		t.Fatal(err)
+	}
+	if kept.Status.Phase != traceflow.PhaseSucceeded || len(kept.Status.Results) != 2 {
+		t.Errorf("kept record: phase %s, %d results", kept.Status.Phase, len(kept.Status.Results))
+	}
+	assertNothingLeft(t, name)
+	mustKubectl(t, "delete", "traceflow", name)
+}
+
+func TestTraceServiceLoadBalanced(t *testing.T) {
+	f := getTraceFixture(t)
+	r := runTrace(t, "-n", f.ns, "a", "svc/web")
+	if r.code != 0 {
+		t.Fatalf("exit %d, want 0", r.code)
+	}
+	lb := false
+	for _, o := range r.result(t, labNodes[0].name).Observations {
+		if o.Component == report.ComponentLB && o.TranslatedDstIP == f.pods["b"].Status.PodIP {
+			lb = true
+		}
+	}
+	if !lb {
+		t.Errorf("no LB observation with translatedDstIP %s (the endpoint)", f.pods["b"].Status.PodIP)
+	}
+	assertNothingLeft(t)
+}
+
+func TestTraceNetworkPolicyDrop(t *testing.T) {
+	f := getTraceFixture(t)
+	r := runTrace(t, "-n", f.ns, "a", "locked", "--tcp", "80")
+	if r.code != 2 {
+		t.Fatalf("exit %d, want 2 (dropped)", r.code)
+	}
+	var drop *report.Observation
+	for _, res := range r.record.Status.Results {
+		for i, o := range res.Observations {
+			if o.Action == report.ActionDropped {
+				drop = &res.Observations[i]
+			}
+		}
+	}
+	if drop == nil || drop.Component != report.ComponentNetworkPolicy {
+		t.Fatalf("no NetworkPolicy drop in %+v", r.record.Status.Results)
+	}
+	if !strings.Contains(drop.NetworkPolicy, "deny-locked") && !strings.Contains(drop.ComponentInfo, "Ingress") {
+		t.Errorf("the drop names neither the policy nor its rule table: %+v", drop)
+	}
+	assertNothingLeft(t)
+}
+
+func TestTraceMissingPodCreatesNothing(t *testing.T) {
+	f := getTraceFixture(t)
+	r := runTrace(t, "-n", f.ns, "a", "no-such-pod", "--tcp", "80")
+	if r.code != 1 || !strings.Contains(r.stderr, "no-such-pod") {
+		t.Fatalf("exit %d (want 1), stderr %q", r.code, r.stderr)
+	}
+	assertNothingLeft(t)
+}
+
+func TestTraceNodeWithoutOVS(t *testing.T) {
+	f := getTraceFixture(t)
+	start := time.Now()
+	r := runTrace(t, "-n", f.ns, "a", "c", "--tcp", "80", "--ovs-rundir", "/var/run/no-ovs-here")
+	if r.code != 4 || !strings.Contains(r.stderr, labNodes[0].name) || !strings.Contains(r.stderr, "Open vSwitch") {
+		t.Fatalf("exit %d (want 4 naming the node and OVS), stderr %q", r.code, r.stderr)
+	}
+	t.Logf("failed in %s", time.Since(start).Round(time.Millisecond))
+	assertNothingLeft(t)
+}
+
+// Eight traces at once: all finish with correct verdicts and distinct tags.
+func TestTraceEightConcurrent(t *testing.T) {
+	f := getTraceFixture(t)
+	type job struct{ dst, proto string }
+	jobs := []job{{"b", "80"}, {"c", "80"}, {"locked", "80"}, {"b", "8080"}, {"c", "8080"}, {"svc/web", "80"}, {"locked", "8080"}, {"b", "80"}}
+	var wg sync.WaitGroup
+	runs := make([]traceRun, len(jobs))
+	for i, j := range jobs {
+		wg.Go(func() { runs[i] = runTrace(t, "-n", f.ns, "a", j.dst, "--tcp", j.proto) })
+	}
+	wg.Wait()
+	tags := map[int8]string{}
+	for i, r := range runs {
+		want := 0
+		if jobs[i].dst == "locked" {
+			want = 2
+		}
+		if r.code != want {
+			t.Errorf("trace %d (a -> %s TCP %s): exit %d, want %d", i, jobs[i].dst, jobs[i].proto, r.code, want)
+			continue
+		}
+		if other, ok := tags[r.record.Status.DataplaneTag]; ok {
+			t.Errorf("traces %s and %d share tag %d", other, i, r.record.Status.DataplaneTag)
+		}
+		tags[r.record.Status.DataplaneTag] = fmt.Sprint(i)
+	}
+	assertNothingLeft(t)
+}
+
+// kubectlEnv is the environment of the real kubectl: the lab's kubeconfig
+// and the built plugin first on PATH.
+func kubectlEnv() []string {
+	return append(os.Environ(),
+		"KUBECONFIG="+filepath.Join(stateDir(), "kubeconfig"),
+		"PATH="+filepath.Join(repoRoot(), "bin")+":"+os.Getenv("PATH"))
+}
+
+// startTrace starts `kubectl traceflow ARGS` (plain output) and returns the
+// process and a channel of its output lines.
+func startTrace(t *testing.T, args ...string) (*exec.Cmd, <-chan string) {
+	t.Helper()
+	cmd := exec.Command("kubectl", append([]string{"traceflow"}, args...)...)
+	cmd.Env = kubectlEnv()
+	pr, pw := io.Pipe()
+	cmd.Stdout, cmd.Stderr = pw, pw
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := make(chan string, 100)
+	go func() {
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			t.Log(sc.Text())
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	go func() {
+		_ = cmd.Wait()
+		_ = pw.Close()
+	}()
+	return cmd, lines
+}
+
+// waitLine waits for a line containing all of subs.
+func waitLine(t *testing.T, lines <-chan string, d time.Duration, subs ...string) {
+	t.Helper()
+	timer := time.After(d)
+	for {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatalf("output ended before a line with %q", subs)
+			}
+			all := true
+			for _, s := range subs {
+				all = all && strings.Contains(l, s)
+			}
+			if all {
+				return
+			}
+		case <-timer:
+			t.Fatalf("no line with %q within %s", subs, d)
+		}
+	}
+}
+
+func helperPods(t *testing.T) string {
+	t.Helper()
+	return strings.TrimSpace(mustKubectl(t, "get", "pods", "-A", "-l=app.kubernetes.io/managed-by=kubectl-traceflow", "-o", "name"))
+}
+
+// SIGINT mid-trace: helper pods are gone within 5 s.
+func TestTraceInterruptRemovesHelpers(t *testing.T) {
+	f := getTraceFixture(t)
+	cmd, lines := startTrace(t, "-n", f.ns, "a", "b", "--tcp", "80", "-o", "plain")
+	// The receiver is ready: the sender is being started, the trace is running.
+	waitLine(t, lines, 60*time.Second, "ready", labNodes[1].name)
+	if helperPods(t) == "" {
+		t.Fatal("no helper pod while the trace runs")
+	}
+	start := time.Now()
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	for range lines { // until the plugin exits
+	}
+	eventually(t, 5*time.Second-time.Since(start), "helper pods deleted after SIGINT", func() error {
+		if p := helperPods(t); p != "" {
+			return fmt.Errorf("still there: %s", p)
+		}
+		return nil
+	})
+	t.Logf("helper pods gone %s after SIGINT", time.Since(start).Round(time.Millisecond))
+	assertNothingLeft(t)
+}
+
+// SIGKILL mid-trace: `kubectl traceflow cleanup` removes what is left, and
+// the flows expire with the trace's timeout.
+func TestTraceKilledThenCleanup(t *testing.T) {
+	f := getTraceFixture(t)
+	const timeout = 5 * time.Second
+	cmd, lines := startTrace(t, "-n", f.ns, "a", "b", "--tcp", "80", "-o", "plain", "--timeout", "5s")
+	waitLine(t, lines, 60*time.Second, "ready", labNodes[1].name)
+	killed := time.Now()
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	for range lines {
+	}
+	out := mustKubectl(t, "traceflow", "cleanup")
+	if !strings.Contains(out, "removed pod") || !strings.Contains(out, "removed lease") {
+		t.Errorf("cleanup after SIGKILL removed no helper pod or tag claim:\n%s", out)
+	}
+	eventually(t, timeout+time.Second+2*time.Second-time.Since(killed), "trace flows expiring", func() error {
+		for _, n := range labNodes {
+			if fl := traceFlows(t, n.name); fl != "" {
+				return fmt.Errorf("on %s: %s", n.name, fl)
+			}
+		}
+		return nil
+	})
+	t.Logf("flows gone %s after SIGKILL (trace timeout %s)", time.Since(killed).Round(time.Millisecond), timeout)
+	assertNothingLeft(t)
+}
