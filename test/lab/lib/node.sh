@@ -1,0 +1,163 @@
+# shellcheck shell=bash
+# One lab node: its namespaces, Open vSwitch, containerd, lab agent and kubelet.
+# Sourced by test/lab/lab.sh, which defines the settings and helpers used here.
+
+# ---------------------------------------------------------------- nodes
+# node_ns I: the node's network namespace on the underlay, and its mount and
+# UTS namespaces with private copies of the paths in NODE_BINDS.
+node_ns() {
+  local i=$1 n nd ip
+  n=$(node_name "$i") nd=$S/nodes/$(node_name "$i") ip=$(node_ip "$i")
+  ip netns add "$n"
+  ip link add "tfv$i" mtu 1500 type veth peer name eth0 netns "$n"
+  ethtool -K "tfv$i" tx off >/dev/null
+  ip link set "tfv$i" master "$HOSTBR" up
+  nsenter --net=/run/netns/"$n" bash -ec "
+    ip link set lo up
+    ethtool -K eth0 tx off >/dev/null
+    ip link set eth0 up
+    # The node IP lives on br-phy; eth0 must not answer ARP for it.
+    sysctl -qw net.ipv4.conf.all.arp_ignore=1 net.ipv4.conf.all.rp_filter=0 net.ipv4.conf.default.rp_filter=0"
+  touch "$S/ns/$n.mnt" "$S/ns/$n.uts"
+  local binds="" b
+  for b in "${NODE_BINDS[@]}"; do
+    mkdir -p "$nd/root$b"
+    # Record every directory made on the host (parents too) for down.
+    local d=$b
+    while [ ! -e "$d" ]; do echo "$d" >>"$S/host-dirs"; d=$(dirname "$d"); done
+    mkdir -p "$b"
+    binds="$binds mount --bind $nd/root$b $b;"
+  done
+  nsenter --net=/run/netns/"$n" unshare --mount="$S/ns/$n.mnt" --uts="$S/ns/$n.uts" --propagation private \
+    bash -ec "
+      hostname $n
+      mkdir -p $nd/cgroup
+      # sysfs must show the node's interfaces (kubelet and OVS read it), but a
+      # fresh sysfs has no cgroup tree: carry the host's over.
+      mount --rbind /sys/fs/cgroup $nd/cgroup
+      mount -t sysfs sysfs /sys
+      mount --move $nd/cgroup /sys/fs/cgroup
+      $binds"
+}
+
+node_ovs() {
+  local i=$1 n nd ip
+  n=$(node_name "$i") nd=$S/nodes/$(node_name "$i") ip=$(node_ip "$i")
+  mkdir -p "$nd/ovs"
+  ovsdb-tool create "$nd/ovs/conf.db" /usr/share/openvswitch/vswitch.ovsschema
+  start "$n-ovsdb-server" "$n" ovsdb-server "$nd/ovs/conf.db" --remote=punix:/run/openvswitch/db.sock \
+    --pidfile=/run/openvswitch/ovsdb-server.pid --log-file="$S/logs/$n-ovsdb-server.ovs.log"
+  poll "$n ovsdb-server" 10 test -S "$nd/root/run/openvswitch/db.sock"
+  in_node "$n" ovs-vsctl --no-wait init
+  start "$n-ovs-vswitchd" "$n" ovs-vswitchd unix:/run/openvswitch/db.sock \
+    --pidfile=/run/openvswitch/ovs-vswitchd.pid --log-file="$S/logs/$n-ovs-vswitchd.ovs.log"
+  poll "$n ovs-vswitchd" 10 test -e "$nd/root/run/openvswitch/ovs-vswitchd.pid"
+  in_node "$n" bash -ec "
+    ovs-vsctl --timeout=10 -- add-br br-phy -- set Bridge br-phy datapath_type=netdev \
+      other_config:hwaddr=$(ip_mac "$ip") -- add-port br-phy eth0
+    ip addr add $ip/24 dev br-phy
+    ip link set br-phy up
+    ovs-vsctl --timeout=10 -- add-br br-int -- set Bridge br-int datapath_type=netdev fail_mode=secure \
+        protocols=OpenFlow10,OpenFlow13,OpenFlow15 other_config:disable-in-band=true \
+      -- add-port br-int antrea-tun0 -- set Interface antrea-tun0 type=geneve \
+        options:remote_ip=flow options:key=flow ofport_request=1 \
+      -- add-port br-int antrea-gw0 -- set Interface antrea-gw0 type=internal ofport_request=2 \
+        mac=\\\"$(ip_mac "10.244.$i.1")\\\"
+    # The node's own way to its pods (kubelet probes) and, through the
+    # tunnel, to the other nodes' pods and to ClusterIPs.
+    ip link set antrea-gw0 mtu 1450 up
+    ip addr add 10.244.$i.1/24 dev antrea-gw0
+    ip route add $POD_RANGE dev antrea-gw0
+    ip route add $SVC_RANGE dev antrea-gw0
+    # add-port exits 0 even when the port failed: check its OpenFlow number.
+    for p in eth0 antrea-tun0 antrea-gw0; do
+      [ \"\$(ovs-vsctl get Interface \$p ofport)\" -gt 0 ] || { echo \"OVS port \$p failed\" >&2; exit 1; }
+    done"
+}
+
+node_containerd() {
+  local i=$1 n nd
+  n=$(node_name "$i") nd=$S/nodes/$(node_name "$i")
+  cat >"$nd/containerd.toml" <<EOF
+version = 2
+root = "/var/lib/containerd"
+state = "/run/containerd"
+disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs",
+  "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.aufs", "io.containerd.tracing.processor.v1.otlp"]
+[grpc]
+  address = "/run/containerd/containerd.sock"
+# Without this containerd writes /opt/containerd on the host.
+[plugins."io.containerd.internal.v1.opt"]
+  path = "$nd/opt"
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "$PAUSE_IMG"
+  # runc cannot lower oom_score_adj here (no CAP_SYS_RESOURCE).
+  restrict_oom_score_adj = true
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "native"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "$S/cni-bin"
+    conf_dir = "/etc/cni/net.d"
+EOF
+  cat >"$nd/root/etc/cni/net.d/10-tflab.conf" <<EOF
+{"cniVersion": "0.4.0", "name": "tflab", "type": "lab-cni", "bridge": "br-int",
+ "subnet": "$(node_cidr "$i")", "gateway": "10.244.$i.1", "routes": ["$POD_RANGE", "$SVC_RANGE"],
+ "mtu": 1450, "agentSocket": "$nd/agent.sock", "dataDir": "/var/lib/cni/tflab"}
+EOF
+  start "$n-containerd" "$n" containerd --config "$nd/containerd.toml"
+  poll "$n containerd" 20 ctr --address "$nd/root/run/containerd/containerd.sock" version
+}
+
+node_agent() {
+  local i=$1 n nd
+  n=$(node_name "$i") nd=$S/nodes/$(node_name "$i")
+  cp "$root/bin/lab/lab-agent" "$nd/lab-agent"
+  start "$n-lab-agent" "$n" "$nd/lab-agent" -kubeconfig "$S/kubeconfig" -node "$n" -socket "$nd/agent.sock" \
+    -state-dir "$nd" -pod-cidr "$(node_cidr "$i")" -pod-range "$POD_RANGE" -gateway-mac "$(ip_mac "10.244.$i.1")"
+}
+
+node_kubelet() {
+  local i=$1 n nd
+  n=$(node_name "$i") nd=$S/nodes/$(node_name "$i")
+  cat >"$nd/kubelet.yaml" <<EOF
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+# This machine has cgroup v1; kubelet 1.35 refuses it unless told.
+failCgroupV1: false
+cgroupDriver: cgroupfs
+# Two kubelets share one cgroup tree: each gets its own root.
+cgroupRoot: /$CG/$n
+containerRuntimeEndpoint: unix:///run/containerd/containerd.sock
+address: $(node_ip "$i")
+healthzBindAddress: 127.0.0.1
+readOnlyPort: 0
+failSwapOn: false
+authentication:
+  anonymous: {enabled: false}
+  webhook: {enabled: true}
+  x509: {clientCAFile: "$S/pki/ca.crt"}
+authorization: {mode: Webhook}
+evictionHard: {memory.available: "1%", nodefs.available: "1%", imagefs.available: "1%"}
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+localStorageCapacityIsolation: false
+serializeImagePulls: false
+resolvConf: ""
+nodeStatusUpdateFrequency: 4s
+EOF
+  start "$n-kubelet" "$n" "$K8S_BIN/kubelet" --config="$nd/kubelet.yaml" --kubeconfig="$nd/kubelet.kubeconfig" \
+    --hostname-override="$n" --node-ip="$(node_ip "$i")" --v=1
+}
+
+node_up() {
+  local i=$1
+  node_ns "$i"
+  node_ovs "$i"
+  node_containerd "$i"
+  import_images "$(node_name "$i")"
+  node_agent "$i"
+  node_kubelet "$i"
+}
