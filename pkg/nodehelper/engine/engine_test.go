@@ -148,3 +148,16 @@ func TestFinal(t *testing.T) {
 		t.Errorf("path without output: hop %d %s", i, v.Action)
 	}
 }
+
+func TestMetadataFlowAndOpenEnded(t *testing.T) {
+	md := openflow.Metadata{InPort: 3, HasTunID: true, TunID: 5, CtState: 0x21, CtZone: 65520, CtMark: 0x10}
+	md.Regs[1], md.RegsSet = 0x64, 1<<1
+	want := "in_port=3,pkt_mark=0x74661000,reg1=0x64,tun_id=0x5,ct_state=0x21,ct_zone=65520,ct_mark=0x10"
+	if got := metadataFlow(md, markTramp); got != want {
+		t.Errorf("metadataFlow = %q, want %q", got, want)
+	}
+	if !openEnded(ofproto.Trace{Hops: []ofproto.Hop{{}}, DatapathActions: "hash(sym_l4(0)),recirc(0x2)"}) ||
+		openEnded(ofproto.Trace{Hops: []ofproto.Hop{{}}, DatapathActions: "3"}) {
+		t.Error("openEnded")
+	}
+}

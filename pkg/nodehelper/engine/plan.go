@@ -2,9 +2,30 @@
 // knowing the pipeline ("trace-guided observation"): it asks OVS for its
 // trace of the exact probe, installs a tagged copy of every flow on that
 // path (same match plus the DSCP tag, one priority higher, the trace's
-// cookie and hard timeout, a controller action in front of the original
-// actions), injects the probe and turns the packet-ins of the real packet
-// into observations, each explained by the trace's hop.
+// cookie and hard timeout, a controller action with the trace's own
+// controller id in front of the original actions), injects the probe and
+// turns the packet-ins of the real packet into observations, each
+// explained by the trace's hop.
+//
+// Choices, and why:
+//   - Copies keep the original actions, also on the last hop: the probe is
+//     really delivered to the destination pod (the issue asks for the packet
+//     on the pod's interface; Antrea instead reports without delivering).
+//     A copy of an output into a tunnel keeps its output, so the receiver
+//     sees the real packet.
+//   - A table miss on the path gets a lowest-priority tagged flow that only
+//     reports, so a drop there is observed, not inferred.
+//   - Where several flows share the hop's table, priority and cookie, each
+//     gets a copy: only the one the packet really matches fires.
+//   - Where OVS's trace ends in a recirculation it cannot follow (a dp_hash
+//     select group), the last copy marks the probe and catchers pause it
+//     where it reenters a table; the helper traces on from there with the
+//     real packet's metadata and resumes it (watch.go).
+//   - The probe carries a mark in its IPv4 identification or IPv6 flow
+//     label besides the tag, because replies may copy the DSCP.
+//   - After installing, the helper waits for a revalidator round, since
+//     cached datapath flows translated before the copies would carry the
+//     probe past them.
 package engine
 
 import (
