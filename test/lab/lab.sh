@@ -276,7 +276,9 @@ case "${1:-}" in
   status) status ;;
   exec) shift; n=$1; shift; in_node "$n" "$@" ;;
   images)
-    lock; build; images
+    lock
+    { [ -d "$S" ] && healthy; } || die "the lab is not up: make lab-up"
+    build; images
     for i in $(seq 1 "$NODES"); do import_images "$(node_name "$i")"; done ;;
   *) echo "usage: $0 up|down|status|exec NODE CMD...|images" >&2; exit 2 ;;
 esac

@@ -9,11 +9,14 @@ build() {
   command -v openssl >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends openssl >/dev/null
   command -v kubectl >/dev/null || die "kubectl not found: install kubectl (v1.32 or newer) on PATH"
   K8S_BIN=$("$here/build-k8s.sh")
-  local version
-  version=$(cd "$root" && git describe --tags --always --dirty 2>/dev/null || echo dev)
-  HELPER_IMG=$HELPER_REPO:$version
   (cd "$root" && CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o bin/lab/ ./test/lab/cmd/...)
   [ -x "$root/bin/traceflow-helper" ] || (cd "$root" && make -s build >/dev/null)
+  # Tag the helper image with the version stamped into the binary: the plugin
+  # from the same `make build` defaults to exactly that image.
+  local version
+  version=$("$root/bin/traceflow-helper" version 2>/dev/null | awk '{print $2}')
+  [ -n "$version" ] || version=$("$root/hack/version.sh")
+  HELPER_IMG=$HELPER_REPO:$version
 }
 
 # images: one-layer OCI archives, no Docker involved.
