@@ -200,8 +200,8 @@ func (t *tracer) create(ctx context.Context, h *helper, role helperpod.Role) err
 	if err := t.r.Cluster.CreatePod(ctx, pod); err != nil {
 		return apiFailure(err, "create", "pods", t.cfg.Namespace)
 	}
-	h.created = true
-	t.r.Emit(view.HelperWaiting{At: view.At{Time: t.r.Now()}, Node: h.node, Role: h.role, Reason: "scheduled"})
+	h.created, h.waiting = true, "scheduled"
+	t.r.Emit(view.HelperWaiting{At: view.At{Time: t.r.Now()}, Node: h.node, Role: h.role, Reason: h.waiting})
 	return nil
 }
 

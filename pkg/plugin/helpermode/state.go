@@ -101,9 +101,9 @@ func podProblem(p *corev1.Pod, image string) (problem, waiting string) {
 			return "", w.Reason
 		}
 	}
-	if p.Status.Phase == corev1.PodPending {
-		return "", "scheduled"
-	}
+	// A pending pod without container statuses says nothing new: "scheduled"
+	// is shown when the pod is created, and a late watch event must not
+	// move the view back to it.
 	return "", ""
 }
 
