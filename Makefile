@@ -89,6 +89,7 @@ image: build ## the helper image as an OCI archive, without Docker (images/helpe
 .PHONY: release
 release: ## archives for linux, darwin (amd64, arm64) and windows/amd64 with sha256 sums, in dist/
 	RELEASE_VERSION=$(VERSION) COMMIT=$(COMMIT) hack/release.sh
+	RELEASE_VERSION=$(VERSION) hack/release-check.sh
 
 $(KREW_TOOLS)/krew $(KREW_TOOLS)/validate-krew-manifest:
 	GOBIN=$(KREW_TOOLS) go install sigs.k8s.io/krew/cmd/krew@$(KREW_VERSION) sigs.k8s.io/krew/cmd/validate-krew-manifest@$(KREW_VERSION)

@@ -12,6 +12,7 @@ declare -A pkg_of=(
   [tmux]=tmux
   [nsenter]=util-linux
   [zip]=zip
+  [unzip]=unzip
 )
 want=()
 for cmd in "${!pkg_of[@]}"; do
