@@ -10,8 +10,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	of15 "antrea.io/libOpenflow/openflow15"
 )
 
 // Session is one OpenFlow 1.5 connection to a bridge's management socket,
@@ -227,9 +225,8 @@ func (s *Session) readLoop() {
 	}
 }
 
-// handle dispatches one message. A panic while decoding (libOpenflow's
-// parser panics on some messages it does not know) is reported and the
-// message dropped: one odd message must not end the trace.
+// handle dispatches one message. A panic while decoding is reported and
+// the message dropped: one odd message must not end the trace.
 func (s *Session) handle(msg []byte) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -289,9 +286,10 @@ func (s *Session) handle(msg []byte) {
 		}
 		s.mu.Unlock()
 	default:
-		// Decode what we do not handle, for the log only.
-		if m, err := of15.Parse(msg); err == nil {
-			s.logf("openflow: ignored %T", m)
-		}
+		// Port status and other asynchronous messages do not concern a
+		// trace. They are not handed to libOpenflow's Parse either: on
+		// malformed input some of its decoders (Hello, MultipartRequest)
+		// loop forever, which no recover() can stop.
+		s.logf("openflow: ignored message type %d", msg[1])
 	}
 }
