@@ -57,7 +57,8 @@ control_plane() {
   start etcd - etcd --name tflab --data-dir "$S/etcd" \
     --listen-client-urls "http://127.0.0.1:$ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
     --listen-peer-urls http://127.0.0.1:12380 --initial-advertise-peer-urls http://127.0.0.1:12380 \
-    --initial-cluster tflab=http://127.0.0.1:12380
+    --initial-cluster tflab=http://127.0.0.1:12380 \
+    --experimental-watch-progress-notify-interval=250ms
   start kube-apiserver - "$K8S_BIN/kube-apiserver" \
     --etcd-servers="http://127.0.0.1:$ETCD_PORT" \
     --bind-address="$HOST_IP" --advertise-address="$HOST_IP" --secure-port=6443 \
