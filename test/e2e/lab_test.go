@@ -3,7 +3,9 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -120,4 +122,22 @@ func TestPluginRunsThroughKubectl(t *testing.T) {
 		t.Errorf("kubectl plugin list does not show bin/kubectl-traceflow:\n%s", out)
 	}
 	mustKubectl(t, "traceflow", "--help")
+}
+
+// A watch without a resourceVersion (client-go's plain Watch, as the plugin
+// uses for its helper pods) stays open: with etcd 3.4 it needs etcd's
+// periodic progress notifications, or kube-apiserver closes it after 3 s
+// with "Too large resource version".
+func TestWatchWithoutResourceVersionStaysOpen(t *testing.T) {
+	requireLab(t)
+	mustKubectl(t, "create", "configmap", "-n", "default", fmt.Sprintf("e2e-bump-%d", time.Now().UnixNano()))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	out, err := kubectl(ctx, "get", "--raw", "/api/v1/namespaces/default/pods?watch=1&labelSelector=e2e%3Dnothing")
+	if ctx.Err() == nil {
+		t.Fatalf("the watch ended within 5s: %q, %v", out, err)
+	}
+	if strings.Contains(out, `"ERROR"`) {
+		t.Errorf("the watch reported an error: %s", out)
+	}
 }
