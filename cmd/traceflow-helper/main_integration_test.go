@@ -78,9 +78,14 @@ func TestIntegrationCLIExitCodes(t *testing.T) {
 	if r := lines[0].Ready; r.HelperVersion == "" || r.Tag != 7 || r.Node != "node1" || r.SourcePort != a.Port {
 		t.Errorf("ready line %+v", r)
 	}
+	for _, proto := range [][]string{{"--icmp"}, {"--udp", "53"}} {
+		if code, lines, stderr = runHelper(t, append(append([]string{"trace", "--source-pod", "default/pod-a", "--destination", b.IP.String(), "--tag", "6"}, proto...), base...)...); code != 0 {
+			t.Errorf("%v trace: exit %d: %+v %s", proto, code, lines, stderr)
+		}
+	}
 	n.DenyIngress(b)
 	if code, lines, _ = runHelper(t, append([]string{"trace", "--in-port", a.Port, "--destination", b.IP.String(), "--udp", "53", "--tag", "8"}, base...)...); code != 2 {
-		t.Errorf("dropped trace: exit %d, want 2: %+v", code, lines)
+		t.Errorf("dropped trace: exit %d, want 2: %+v %+v", code, lines, lines[len(lines)-1].Error)
 	}
 	if code, _, stderr = runHelper(t, append([]string{"receive", "--tag", "9", "--timeout", "300ms"}, base...)...); code != 4 || !strings.Contains(stderr, "no tunnel port") {
 		t.Errorf("receive without tunnels: exit %d, want 4: %s", code, stderr)

@@ -211,6 +211,15 @@ func TestIntegrationServiceLB(t *testing.T) {
 			if lb == nil || lb.TranslatedDstIP != o.b.IP.String() || lb.ComponentInfo != "ServiceLB" {
 				t.Fatalf("no LB observation from ServiceLB with translatedDstIP %s: %+v", o.b.IP, obs)
 			}
+			sawLBHop := false
+			for _, l := range lines {
+				if l.Hop != nil && l.Hop.TableName == "ServiceLB" && l.Hop.Observed {
+					sawLBHop = true
+				}
+			}
+			if !sawLBHop {
+				t.Errorf("the real probe did not report from ServiceLB")
+			}
 			wantActions(t, obs, report.ActionDelivered)
 			if obs[len(obs)-1].Pod != "default/pod-b" {
 				t.Errorf("delivered to %q, want default/pod-b", obs[len(obs)-1].Pod)

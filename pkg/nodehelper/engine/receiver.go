@@ -81,7 +81,7 @@ func Receive(ctx context.Context, c Common) (Outcome, error) {
 		_ = s.of.Send(openflow.Resume(s.of.NextXid(), pin))
 		return Outcome{ExitCode: ExitSetup}, setupErr("remove catch flows: %w", err)
 	}
-	t, err := s.ovs.Trace(ctx, s.c.Bridge, flow, pin.Packet)
+	t, err := s.trace(ctx, flow, pin.Packet)
 	if err != nil {
 		_ = s.of.Send(openflow.Resume(s.of.NextXid(), pin))
 		return Outcome{ExitCode: ExitSetup}, setupErr("ask OVS for its trace of the received probe: %w", err)

@@ -72,6 +72,17 @@ type session struct {
 	ignored int
 }
 
+// trace asks OVS for its trace of frame entering the bridge with the
+// pipeline metadata in md ("in_port=3,..."). It describes the frame as a
+// flow instead of handing OVS the packet (see probe.TraceFlow).
+func (s *session) trace(ctx context.Context, md string, frame []byte) (ofproto.Trace, error) {
+	f, err := probe.TraceFlow(frame)
+	if err != nil {
+		return ofproto.Trace{}, err
+	}
+	return s.ovs.Trace(ctx, s.c.Bridge, md+","+f, nil)
+}
+
 // isProbe tells the probe from other packets carrying its tag.
 func (s *session) isProbe(frame []byte) bool {
 	sum, err := probe.Decode(frame)

@@ -54,7 +54,7 @@ func Trace(ctx context.Context, spec TraceSpec) (Outcome, error) {
 	if err != nil {
 		return Outcome{ExitCode: ExitSetup}, setupErr("%w", err)
 	}
-	t, err := s.ovs.Trace(ctx, s.c.Bridge, fmt.Sprintf("in_port=%d", src.Ofport), pkt)
+	t, err := s.trace(ctx, fmt.Sprintf("in_port=%d", src.Ofport), pkt)
 	if err != nil {
 		return Outcome{ExitCode: ExitSetup}, setupErr("ask OVS for its trace of the probe: %w", err)
 	}

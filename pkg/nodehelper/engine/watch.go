@@ -122,7 +122,7 @@ func (s *session) extend(ctx context.Context, p *path, pin openflow.PacketIn) er
 	}
 	// The trace's packet carries no tag, so that it takes the pipeline's
 	// flows and not the helper's copies of them.
-	t, err := s.ovs.Trace(ctx, s.c.Bridge, metadataFlow(pin.Metadata, markTramp), probe.WithDSCP(pin.Packet, 0))
+	t, err := s.trace(ctx, metadataFlow(pin.Metadata, markTramp), probe.WithDSCP(pin.Packet, 0))
 	undo, _ := openflow.DeleteByCookie(s.of.NextXid(), s.cookie|kindTramp, ^uint64(0))
 	_ = s.of.Send(undo)
 	if err != nil {

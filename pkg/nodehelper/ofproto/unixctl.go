@@ -91,10 +91,15 @@ func (c Client) Call(ctx context.Context, method string, params ...string) (stri
 	return *r.Result, nil
 }
 
-// Trace runs ofproto/trace for packet (an Ethernet frame) entering bridge
-// with the metadata in flow ("in_port=3" or "in_port=3,tun_id=0x5,...").
+// Trace runs ofproto/trace for a flow entering bridge ("in_port=3,tcp,...")
+// and, when packet is not nil, that packet (an Ethernet frame) with the
+// flow's metadata.
 func (c Client) Trace(ctx context.Context, bridge, flow string, packet []byte) (Trace, error) {
-	text, err := c.Call(ctx, "ofproto/trace", bridge, flow, fmt.Sprintf("%x", packet))
+	params := []string{bridge, flow}
+	if packet != nil {
+		params = append(params, fmt.Sprintf("%x", packet))
+	}
+	text, err := c.Call(ctx, "ofproto/trace", params...)
 	if err != nil {
 		return Trace{}, err
 	}

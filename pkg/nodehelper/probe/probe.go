@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"strings"
 
 	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
@@ -233,4 +234,69 @@ func WithDSCP(frame []byte, dscp uint8) []byte {
 		ip[1] = ip[1]&0x0f | tc<<4
 	}
 	return f
+}
+
+// TraceFlow writes a frame's headers in ofproto/trace's flow syntax
+// (without in_port or other metadata). The helper traces this description
+// rather than the packet itself: given a packet, ofproto/trace in OVS 3.1
+// commits conntrack entries of a select group's ct(commit,nat) buckets,
+// which then change what the real probe finds in conntrack.
+func TraceFlow(frame []byte) (string, error) {
+	p := gopacket.NewPacket(frame, layers.LayerTypeEthernet, gopacket.DecodeOptions{Lazy: true, NoCopy: true})
+	eth, ok := p.Layer(layers.LayerTypeEthernet).(*layers.Ethernet)
+	if !ok {
+		return "", errors.New("not an Ethernet frame")
+	}
+	var b strings.Builder
+	proto := ""
+	switch ip := p.NetworkLayer().(type) {
+	case *layers.IPv4:
+		switch ip.Protocol {
+		case layers.IPProtocolTCP:
+			proto = "tcp"
+		case layers.IPProtocolUDP:
+			proto = "udp"
+		case layers.IPProtocolICMPv4:
+			proto = "icmp"
+		default:
+			proto = fmt.Sprintf("ip,nw_proto=%d", ip.Protocol)
+		}
+		fmt.Fprintf(&b, "%s,dl_src=%s,dl_dst=%s,nw_src=%s,nw_dst=%s,nw_tos=%d,nw_ecn=%d,nw_ttl=%d",
+			proto, eth.SrcMAC, eth.DstMAC, ip.SrcIP, ip.DstIP, ip.TOS&^3, ip.TOS&3, ip.TTL)
+	case *layers.IPv6:
+		switch ip.NextHeader {
+		case layers.IPProtocolTCP:
+			proto = "tcp6"
+		case layers.IPProtocolUDP:
+			proto = "udp6"
+		case layers.IPProtocolICMPv6:
+			proto = "icmp6"
+		default:
+			proto = fmt.Sprintf("ipv6,nw_proto=%d", ip.NextHeader)
+		}
+		fmt.Fprintf(&b, "%s,dl_src=%s,dl_dst=%s,ipv6_src=%s,ipv6_dst=%s,ipv6_label=%#x,nw_tos=%d,nw_ecn=%d,nw_ttl=%d",
+			proto, eth.SrcMAC, eth.DstMAC, ip.SrcIP, ip.DstIP, ip.FlowLabel, ip.TrafficClass&^3, ip.TrafficClass&3, ip.HopLimit)
+	default:
+		return "", errors.New("not an IP packet")
+	}
+	switch l4 := p.TransportLayer().(type) {
+	case *layers.TCP:
+		var f uint8
+		for i, set := range []bool{l4.FIN, l4.SYN, l4.RST, l4.PSH, l4.ACK, l4.URG} {
+			if set {
+				f |= 1 << i
+			}
+		}
+		// tcp_src/udp_src: OVS 3.1's trace parser rejects tp_src after "udp".
+		fmt.Fprintf(&b, ",tcp_src=%d,tcp_dst=%d,tcp_flags=%#x", l4.SrcPort, l4.DstPort, f)
+	case *layers.UDP:
+		fmt.Fprintf(&b, ",udp_src=%d,udp_dst=%d", l4.SrcPort, l4.DstPort)
+	}
+	if ic, ok := p.Layer(layers.LayerTypeICMPv4).(*layers.ICMPv4); ok {
+		fmt.Fprintf(&b, ",icmp_type=%d,icmp_code=%d", ic.TypeCode.Type(), ic.TypeCode.Code())
+	}
+	if ic, ok := p.Layer(layers.LayerTypeICMPv6).(*layers.ICMPv6); ok {
+		fmt.Fprintf(&b, ",icmpv6_type=%d,icmpv6_code=%d", ic.TypeCode.Type(), ic.TypeCode.Code())
+	}
+	return b.String(), nil
 }

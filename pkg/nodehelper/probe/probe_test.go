@@ -143,3 +143,30 @@ func TestWithDSCP(t *testing.T) {
 		}
 	}
 }
+
+func TestTraceFlow(t *testing.T) {
+	for name, tc := range map[string]struct {
+		s    Spec
+		want string
+	}{
+		"ipv4 tcp": {spec("10.0.0.1", "10.0.0.2", TCP),
+			"tcp,dl_src=02:00:00:00:00:01,dl_dst=02:00:00:00:00:02,nw_src=10.0.0.1,nw_dst=10.0.0.2,nw_tos=148,nw_ecn=0,nw_ttl=9,tcp_src=40000,tcp_dst=80,tcp_flags=0x2"},
+		"ipv4 icmp": {spec("10.0.0.1", "10.0.0.2", ICMP),
+			"icmp,dl_src=02:00:00:00:00:01,dl_dst=02:00:00:00:00:02,nw_src=10.0.0.1,nw_dst=10.0.0.2,nw_tos=148,nw_ecn=0,nw_ttl=9,icmp_type=8,icmp_code=0"},
+		"ipv6 udp": {spec("fd00::1", "fd00::2", UDP),
+			"udp6,dl_src=02:00:00:00:00:01,dl_dst=02:00:00:00:00:02,ipv6_src=fd00::1,ipv6_dst=fd00::2,ipv6_label=0x5496a,nw_tos=148,nw_ecn=0,nw_ttl=9,udp_src=40000,udp_dst=80"},
+		"ipv6 icmp": {spec("fd00::1", "fd00::2", ICMP),
+			"icmp6,dl_src=02:00:00:00:00:01,dl_dst=02:00:00:00:00:02,ipv6_src=fd00::1,ipv6_dst=fd00::2,ipv6_label=0x5496a,nw_tos=148,nw_ecn=0,nw_ttl=9,icmpv6_type=128,icmpv6_code=0"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f, err := Build(tc.s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := TraceFlow(f)
+			if err != nil || got != tc.want {
+				t.Errorf("got %q %v\nwant %q", got, err, tc.want)
+			}
+		})
+	}
+}
