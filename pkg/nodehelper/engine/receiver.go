@@ -99,6 +99,11 @@ func Receive(ctx context.Context, c Common) (Outcome, error) {
 	if err != nil {
 		return Outcome{ExitCode: ExitSetup}, setupErr("%w", err)
 	}
+	// Should the probe stop reporting (see watch), send it again as it came
+	// from the tunnel: same packet, in_port and tunnel metadata.
+	s.reinject = func() error {
+		return s.of.Send(openflow.PacketOutWithMetadata(s.of.NextXid(), md.InPort, openflow.TunnelFields(md), pin.Packet))
+	}
 	var dst netip.Addr
 	if sum.DstIP.IsValid() {
 		dst = sum.DstIP

@@ -202,7 +202,7 @@ func (s *session) watch(ctx context.Context, role report.Role, p *path, dst neti
 			// OVS answered revalidator/wait with a round that began before
 			// the copies were installed, a stale cached megaflow can carry
 			// the probe past them: wait for another round and send the
-			// probe again (the sender only; a receiver cannot).
+			// probe again.
 			if s.reinject == nil || retries >= maxReinjections {
 				continue
 			}

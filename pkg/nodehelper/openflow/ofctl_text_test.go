@@ -2,6 +2,7 @@ package openflow
 
 import (
 	"encoding/hex"
+	"net/netip"
 	"os/exec"
 	"strings"
 	"testing"
@@ -52,8 +53,11 @@ func TestIntegrationFlowsAsOfctlText(t *testing.T) {
 		},
 		"delete by cookie": {mustMsg(DeleteByCookie(4, 0x7466000000000100, 0xffffffffffffff00)),
 			"DEL table:255 priority=1000 cookie:0x7466000000000100/0xffffffffffffff00 actions=drop"},
-		"packet-out":       {mustMsg(PacketOut(5, 3, make([]byte, 60))), "in_port=3 actions=TABLE data_len=60"},
-		"controller id":    {mustMsg(SetControllerID(6, 77)), "NXT_SET_CONTROLLER_ID (OF1.5) (xid=0x6): id=77"},
+		"packet-out":    {mustMsg(PacketOut(5, 3, make([]byte, 60))), "in_port=3 actions=TABLE data_len=60"},
+		"controller id": {mustMsg(SetControllerID(6, 77)), "NXT_SET_CONTROLLER_ID (OF1.5) (xid=0x6): id=77"},
+		"packet-out from a tunnel": {PacketOutWithMetadata(11, 100, TunnelFields(Metadata{HasTunID: true, TunID: 5,
+			TunSrc: netip.MustParseAddr("192.168.77.1"), TunDst: netip.MustParseAddr("192.168.77.2")}), make([]byte, 60)),
+			"tun_id=0x5,tun_src=192.168.77.1,tun_dst=192.168.77.2,in_port=100 actions=TABLE data_len=60"},
 		"packet-in format": {mustMsg(SetPacketInFormat(7)), "format=nxt_packet_in2"},
 		"miss_send_len":    {mustMsg(SetConfig(8)), "miss_send_len=65535"},
 		"table features":   {TableFeaturesRequest(9), "OFPST_TABLE_FEATURES request (OF1.5)"},
