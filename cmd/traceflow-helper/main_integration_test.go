@@ -169,3 +169,16 @@ func TestIntegrationStrippedBinarySize(t *testing.T) {
 		t.Errorf("stripped binary is %d bytes, limit 15 MB", fi.Size())
 	}
 }
+
+// A pod known only by OVN-Kubernetes' iface-id (on the Interface) is found,
+// and the ready line says how.
+func TestIntegrationCLIFindsOVNKubernetesPod(t *testing.T) {
+	n, a, b := newNode(t)
+	n.Vsctl("remove", "port", a.Port, "external_ids", "pod-name", "pod-namespace")
+	n.Vsctl("set", "interface", a.Port, "external_ids:iface-id=default_pod-a")
+	code, lines, stderr := runHelper(t, "trace", "--ovs-rundir", n.Dir, "--bridge", n.Bridge, "--source-pod", "default/pod-a",
+		"--destination", b.IP.String(), "--tag", "9")
+	if code != 0 || lines[0].Ready == nil || !strings.Contains(lines[0].Ready.PortMatch, "ovn-kubernetes") {
+		t.Fatalf("exit %d, lines %+v, stderr %s", code, lines, stderr)
+	}
+}
