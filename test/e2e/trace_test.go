@@ -420,3 +420,27 @@ func TestTraceKilledThenCleanup(t *testing.T) {
 	t.Logf("flows gone %s after SIGKILL (trace timeout %s)", time.Since(killed).Round(time.Millisecond), timeout)
 	assertNothingLeft(t)
 }
+
+// Issue 7, done-when 4: kubectl completes the plugin's arguments through
+// kubectl_complete-traceflow (shipped in the release archives), which asks
+// the plugin's __complete; the lab's pods come back.
+func TestCompletionThroughKubectl(t *testing.T) {
+	f := getTraceFixture(t)
+	cmd := exec.Command("kubectl", "__complete", "traceflow", "-n", f.ns, "a", "")
+	env := kubectlEnv()
+	for i, e := range env {
+		if strings.HasPrefix(e, "PATH=") {
+			env[i] = "PATH=" + filepath.Join(repoRoot(), "hack", "completion") + ":" + strings.TrimPrefix(e, "PATH=")
+		}
+	}
+	cmd.Env = env
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl __complete: %v\n%s", err, out)
+	}
+	for _, want := range []string{"\nb\n", "\nlocked\n", "svc/web"} {
+		if !strings.Contains("\n"+string(out), want) {
+			t.Errorf("completions lack %q:\n%s", strings.TrimSpace(want), out)
+		}
+	}
+}
