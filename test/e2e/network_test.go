@@ -114,6 +114,23 @@ func TestClusterIPServiceReachesBothNodes(t *testing.T) {
 		t.Errorf("service port 8080: %q, %v", out, err)
 	}
 	t.Logf("answers: %v", seen)
+	// Hairpin: an endpoint reaching its own Service, and so sometimes
+	// itself, as Antrea does it (source SNATed to 169.254.0.253).
+	self := map[string]int{}
+	eventually(t, 60*time.Second, "srv-1 reaching itself and srv-2 through "+w.clusterIP, func() error {
+		out, err := execIn(w.ns, "srv-1", "get", "-timeout", "2s", "http://"+w.clusterIP+"/")
+		if err != nil {
+			return err
+		}
+		self[strings.Fields(out)[0]]++
+		if self["srv-1"] == 0 || self["srv-2"] == 0 {
+			return fmt.Errorf("answers so far: %v", self)
+		}
+		return nil
+	})
+	if logs := mustKubectl(t, "logs", "-n", w.ns, "srv-1"); !strings.Contains(logs, "from 169.254.0.253:") {
+		t.Errorf("srv-1 did not see its hairpin connection come from 169.254.0.253:\n%s", logs)
+	}
 }
 
 // Done-when 2: a NetworkPolicy that denies ingress makes that connection

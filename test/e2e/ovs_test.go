@@ -11,8 +11,8 @@ import (
 // The lab agent's tables, by number, as Antrea names them.
 var labTables = []string{
 	"PipelineRootClassifier", "ARPSpoofGuard", "ARPResponder", "Classifier", "SpoofGuard",
-	"ConntrackZone", "ConntrackState", "ServiceLB", "EndpointDNAT", "EgressRule", "EgressDefaultRule",
-	"L3Forwarding", "L3DecTTL", "L2ForwardingCalc", "IngressRule", "IngressDefaultRule",
+	"UnSNAT", "ConntrackZone", "ConntrackState", "ServiceLB", "EndpointDNAT", "EgressRule", "EgressDefaultRule",
+	"L3Forwarding", "L3DecTTL", "SNAT", "L2ForwardingCalc", "IngressRule", "IngressDefaultRule",
 	"ConntrackCommit", "Output",
 }
 

@@ -19,6 +19,7 @@ const (
 	TableARPResponder
 	TableClassifier
 	TableSpoofGuard
+	TableUnSNAT
 	TableConntrackZone
 	TableConntrackState
 	TableServiceLB
@@ -27,6 +28,7 @@ const (
 	TableEgressDefaultRule
 	TableL3Forwarding
 	TableL3DecTTL
+	TableSNAT
 	TableL2ForwardingCalc
 	TableIngressRule
 	TableIngressDefaultRule
@@ -37,8 +39,8 @@ const (
 // TableNames are Antrea's names for the tables above, by number.
 var TableNames = []string{
 	"PipelineRootClassifier", "ARPSpoofGuard", "ARPResponder", "Classifier", "SpoofGuard",
-	"ConntrackZone", "ConntrackState", "ServiceLB", "EndpointDNAT", "EgressRule", "EgressDefaultRule",
-	"L3Forwarding", "L3DecTTL", "L2ForwardingCalc", "IngressRule", "IngressDefaultRule",
+	"UnSNAT", "ConntrackZone", "ConntrackState", "ServiceLB", "EndpointDNAT", "EgressRule", "EgressDefaultRule",
+	"L3Forwarding", "L3DecTTL", "SNAT", "L2ForwardingCalc", "IngressRule", "IngressDefaultRule",
 	"ConntrackCommit", "Output",
 }
 
@@ -46,6 +48,13 @@ const (
 	// GlobalVirtualMAC is Antrea's destination MAC for packets into the tunnel.
 	GlobalVirtualMAC = "aa:bb:cc:dd:ee:ff"
 	ctZone           = 65520
+	// snatCtZone and HairpinIP: a pod that reaches itself through a Service
+	// sees the connection come from HairpinIP (Antrea's virtual Service IP),
+	// or its kernel would drop a packet from its own address.
+	snatCtZone = 65521
+	// HairpinIP is the source of hairpin Service connections; pods route it
+	// through their gateway.
+	HairpinIP = "169.254.0.253"
 	// reg0[0..3] says where a packet came from (Antrea's PktSourceField).
 	fromTunnel   = "0x1/0xf"
 	fromGateway  = "0x2/0xf"
@@ -198,25 +207,34 @@ func Flows(c Config, s State) []string {
 				"move:NXM_OF_ETH_SRC[]->NXM_OF_ETH_DST[],set_field:"+GlobalVirtualMAC+"->eth_src,set_field:2->arp_op,"+
 					"move:NXM_NX_ARP_SHA[]->NXM_NX_ARP_THA[],set_field:"+GlobalVirtualMAC+"->arp_sha,"+
 					"move:NXM_OF_ARP_TPA[]->NXM_NX_REG2[],move:NXM_OF_ARP_SPA[]->NXM_OF_ARP_TPA[],move:NXM_NX_REG2[]->NXM_OF_ARP_SPA[],IN_PORT"),
-			f(TableClassifier, 200, gp, "set_field:"+fromGateway+"->reg0,"+goTo(TableConntrackZone)),
+			f(TableClassifier, 200, gp, "set_field:"+fromGateway+"->reg0,"+goTo(TableUnSNAT)),
 			f(TableL3Forwarding, 200, "ip,nw_dst="+gw, "set_field:"+c.GatewayMAC+"->eth_dst,"+goTo(TableL3DecTTL)),
 			f(TableL2ForwardingCalc, 200, "dl_dst="+c.GatewayMAC,
 				fmt.Sprintf("set_field:0x%x->reg1,set_field:%s->reg0,%s", c.GatewayPort, portFound, goTo(TableConntrackCommit))))
 	}
-	add(f(TableClassifier, 200, fmt.Sprintf("in_port=%d", c.TunnelPort), "set_field:"+fromTunnel+"->reg0,"+goTo(TableConntrackZone)),
+	add(f(TableClassifier, 200, fmt.Sprintf("in_port=%d", c.TunnelPort), "set_field:"+fromTunnel+"->reg0,"+goTo(TableUnSNAT)),
 		f(TableClassifier, 0, "", "drop"),
 		f(TableSpoofGuard, 0, "", "drop"))
 	for _, p := range s.Pods {
 		add(f(TableARPSpoofGuard, 200, fmt.Sprintf("arp,in_port=%d,arp_spa=%s,arp_sha=%s", p.OFPort, p.IP, p.MAC), goTo(TableARPResponder)),
 			f(TableClassifier, 190, fmt.Sprintf("in_port=%d", p.OFPort), "set_field:"+fromLocalPod+"->reg0,"+goTo(TableSpoofGuard)),
-			f(TableSpoofGuard, 200, fmt.Sprintf("ip,in_port=%d,dl_src=%s,nw_src=%s", p.OFPort, p.MAC, p.IP), goTo(TableConntrackZone)),
+			f(TableSpoofGuard, 200, fmt.Sprintf("ip,in_port=%d,dl_src=%s,nw_src=%s", p.OFPort, p.MAC, p.IP), goTo(TableUnSNAT)),
+			// Hairpin: the Service sent the pod's packet back to the pod.
+			f(TableSNAT, 200, fmt.Sprintf("ct_state=+new+trk,ip,nw_src=%s,nw_dst=%s", p.IP, p.IP),
+				fmt.Sprintf("ct(commit,table=%d,zone=%d,nat(src=%s),exec(set_field:%s->ct_mark))", TableL2ForwardingCalc, snatCtZone, HairpinIP, serviceCTMark)),
+			f(TableSNAT, 200, fmt.Sprintf("ct_state=-new+trk,ip,nw_src=%s,nw_dst=%s", p.IP, p.IP),
+				fmt.Sprintf("ct(table=%d,zone=%d,nat)", TableL2ForwardingCalc, snatCtZone)),
+			f(TableOutput, 210, fmt.Sprintf("reg0=%s,reg1=0x%x,in_port=%d", portFound, p.OFPort, p.OFPort), "IN_PORT"),
 			f(TableL3Forwarding, 200, "ip,nw_dst="+p.IP.String(),
 				"set_field:"+c.GatewayMAC+"->eth_src,set_field:"+p.MAC+"->eth_dst,"+goTo(TableL3DecTTL)),
 			f(TableL2ForwardingCalc, 200, "dl_dst="+p.MAC,
 				fmt.Sprintf("set_field:0x%x->reg1,set_field:%s->reg0,%s", p.OFPort, portFound, goTo(TableIngressRule))))
 	}
 
-	add(f(TableConntrackZone, 200, "ip", fmt.Sprintf("ct(table=%d,zone=%d,nat)", TableConntrackState, ctZone)),
+	add(f(TableUnSNAT, 200, "ip,nw_dst="+HairpinIP, fmt.Sprintf("ct(table=%d,zone=%d,nat)", TableConntrackZone, snatCtZone)),
+		f(TableUnSNAT, 0, "", goTo(TableConntrackZone)),
+		f(TableSNAT, 0, "", goTo(TableL2ForwardingCalc)),
+		f(TableConntrackZone, 200, "ip", fmt.Sprintf("ct(table=%d,zone=%d,nat)", TableConntrackState, ctZone)),
 		f(TableConntrackZone, 0, "", "drop"),
 		f(TableConntrackState, 200, "ct_state=+inv+trk,ip", "drop"),
 		// Replies and established connections skip Service selection; their
@@ -242,7 +260,7 @@ func Flows(c Config, s State) []string {
 			"set_field:"+c.GatewayMAC+"->eth_src,set_field:"+GlobalVirtualMAC+"->eth_dst,set_field:"+n.NodeIP.String()+"->tun_dst,"+goTo(TableL3DecTTL)))
 	}
 	add(f(TableL3Forwarding, 0, "", "drop"),
-		f(TableL3DecTTL, 200, "ip", "dec_ttl,"+goTo(TableL2ForwardingCalc)),
+		f(TableL3DecTTL, 200, "ip", "dec_ttl,"+goTo(TableSNAT)),
 		// Ingress policy is enforced on the receiving node, so packets into
 		// the tunnel skip it.
 		f(TableL2ForwardingCalc, 200, "dl_dst="+GlobalVirtualMAC,

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"fmt"
 	"net/netip"
 	"strings"
 	"testing"
@@ -37,17 +38,21 @@ func TestFlows(t *testing.T) {
 		},
 		GroupIDs: map[string]int{"ns/web:http:tcp": 7},
 	}
-	got := strings.Join(Flows(cfg, st), "\n")
+	got := strings.Join(Flows(cfg, st), "\n") + "\n"
 	for _, want := range []string{
-		"table=4,priority=200,ip,in_port=3,dl_src=aa:00:00:00:00:02,nw_src=10.244.1.2 actions=goto_table:5",
-		"table=7,priority=200,tcp,nw_dst=10.96.0.10,tp_dst=80 actions=group:7",
-		"table=8,priority=200,tcp,reg3=0x0af40202,reg4=0x1f90/0xffff actions=ct(commit,table=9,zone=65520,nat(dst=10.244.2.2:8080),exec(set_field:0x10/0x10->ct_mark))",
-		"table=11,priority=190,ip,nw_dst=10.244.2.0/24 actions=set_field:02:00:0a:f4:01:01->eth_src,set_field:aa:bb:cc:dd:ee:ff->eth_dst,set_field:10.89.0.12->tun_dst,goto_table:12",
-		"table=14,priority=200,tcp,nw_dst=10.244.1.2,nw_src=10.244.2.2/32,tp_dst=80 actions=goto_table:16",
-		"table=15,priority=200,ip,nw_dst=10.244.1.2 actions=drop",
-		"table=17,priority=200,reg0=0x10000/0x10000 actions=output:NXM_NX_REG1[]",
-		"table=14,priority=210,ip,reg0=0x2/0xf actions=goto_table:16",
-		"table=13,priority=200,dl_dst=02:00:0a:f4:01:01 actions=set_field:0x2->reg1,set_field:0x10000/0x10000->reg0,goto_table:16",
+		fmt.Sprintf("table=%d,priority=200,ip,in_port=3,dl_src=aa:00:00:00:00:02,nw_src=10.244.1.2 actions=goto_table:%d", TableSpoofGuard, TableUnSNAT),
+		fmt.Sprintf("table=%d,priority=200,tcp,nw_dst=10.96.0.10,tp_dst=80 actions=group:7", TableServiceLB),
+		fmt.Sprintf("table=%d,priority=200,tcp,reg3=0x0af40202,reg4=0x1f90/0xffff actions=ct(commit,table=%d,zone=65520,nat(dst=10.244.2.2:8080),exec(set_field:0x10/0x10->ct_mark))", TableEndpointDNAT, TableEgressRule),
+		fmt.Sprintf("table=%d,priority=190,ip,nw_dst=10.244.2.0/24 actions=set_field:02:00:0a:f4:01:01->eth_src,set_field:aa:bb:cc:dd:ee:ff->eth_dst,set_field:10.89.0.12->tun_dst,goto_table:%d", TableL3Forwarding, TableL3DecTTL),
+		fmt.Sprintf("table=%d,priority=200,tcp,nw_dst=10.244.1.2,nw_src=10.244.2.2/32,tp_dst=80 actions=goto_table:%d", TableIngressRule, TableConntrackCommit),
+		fmt.Sprintf("table=%d,priority=200,ip,nw_dst=10.244.1.2 actions=drop", TableIngressDefaultRule),
+		fmt.Sprintf("table=%d,priority=200,reg0=0x10000/0x10000 actions=output:NXM_NX_REG1[]", TableOutput),
+		fmt.Sprintf("table=%d,priority=210,ip,reg0=0x2/0xf actions=goto_table:%d", TableIngressRule, TableConntrackCommit),
+		fmt.Sprintf("table=%d,priority=200,dl_dst=02:00:0a:f4:01:01 actions=set_field:0x2->reg1,set_field:0x10000/0x10000->reg0,goto_table:%d", TableL2ForwardingCalc, TableConntrackCommit),
+		// Hairpin: SNAT to the virtual IP, back out of the port it came in.
+		fmt.Sprintf("table=%d,priority=200,ct_state=+new+trk,ip,nw_src=10.244.1.2,nw_dst=10.244.1.2 actions=ct(commit,table=%d,zone=65521,nat(src=169.254.0.253),exec(set_field:0x10/0x10->ct_mark))", TableSNAT, TableL2ForwardingCalc),
+		fmt.Sprintf("table=%d,priority=200,ip,nw_dst=169.254.0.253 actions=ct(table=%d,zone=65521,nat)", TableUnSNAT, TableConntrackZone),
+		fmt.Sprintf("table=%d,priority=210,reg0=0x10000/0x10000,reg1=0x3,in_port=3 actions=IN_PORT", TableOutput),
 	} {
 		if !strings.Contains(got, want+"\n") {
 			t.Errorf("missing flow\n  %s\nin\n%s", want, got)
@@ -55,7 +60,7 @@ func TestFlows(t *testing.T) {
 	}
 	g := Groups(st)
 	if len(g) != 1 || !strings.HasPrefix(g[0], "group_id=7,type=select") ||
-		!strings.Contains(g[0], "set_field:0x0af40202->reg3,set_field:0x1f90/0xffff->reg4,resubmit(,8)") {
+		!strings.Contains(g[0], fmt.Sprintf("set_field:0x0af40202->reg3,set_field:0x1f90/0xffff->reg4,resubmit(,%d)", TableEndpointDNAT)) {
 		t.Errorf("groups: %v", g)
 	}
 }

@@ -104,7 +104,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
 EOF
   cat >"$nd/root/etc/cni/net.d/10-tflab.conf" <<EOF
 {"cniVersion": "0.4.0", "name": "tflab", "type": "lab-cni", "bridge": "br-int",
- "subnet": "$(node_cidr "$i")", "gateway": "10.244.$i.1", "routes": ["$POD_RANGE", "$SVC_RANGE"],
+ "subnet": "$(node_cidr "$i")", "gateway": "10.244.$i.1", "routes": ["$POD_RANGE", "$SVC_RANGE", "169.254.0.253/32"],
  "mtu": 1450, "agentSocket": "$nd/agent.sock", "dataDir": "/var/lib/cni/tflab"}
 EOF
   start "$n-containerd" "$n" containerd --config "$nd/containerd.toml"
