@@ -46,7 +46,7 @@ func newOptions(mode string, stderr io.Writer) *options {
 	}
 	fs.StringVar(&o.rundir, "ovs-rundir", "/var/run/openvswitch", "OVS run directory: db.sock, BRIDGE.mgmt and ovs-vswitchd.PID.ctl")
 	fs.StringVar(&o.bridge, "bridge", "br-int", "the OVS bridge that carries pod traffic")
-	fs.StringVar(&o.node, "node", host, "node name to report (default $NODE_NAME or the hostname)")
+	fs.StringVar(&o.node, "node", host, "node name to report ($NODE_NAME, else the hostname)")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "how long to wait for the probe; also the flows' hard_timeout")
 	if mode == "receive" {
 		fs.UintVar(&o.tag, "tag", 0, "the probe's DSCP tag, 1..63 (required)")
