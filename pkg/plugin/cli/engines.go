@@ -77,6 +77,8 @@ func (o *TraceOptions) trace(ctx context.Context, c *Clients, res *resolve.Resul
 		Now:     time.Now,
 		Emit:    emit,
 		Version: version.Version,
+		// Agent mode gets policy names from Antrea; helper mode works them out.
+		ExplainDrop: policyExplainer(c.Kube, res),
 	}
 	if facts.CRDServed {
 		r.InUse = antreaTags(c.Traceflows)

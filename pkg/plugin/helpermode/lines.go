@@ -58,6 +58,10 @@ func (t *tracer) onLine(ctx context.Context, m lineMsg) (view.Verdict, string, e
 			return view.Failed, err.Error(), err, true
 		}
 	case report.TypeObservation:
+		if l.Observation.Action == report.ActionDropped && l.Observation.NetworkPolicy == "" && t.r.ExplainDrop != nil {
+			o := t.r.ExplainDrop(ctx, t.hops, *l.Observation)
+			l.Observation = &o
+		}
 		hop := hopFrom(h.node, h.role, l)
 		t.hops = append(t.hops, view.TimedHop{Hop: hop, At: at})
 		t.r.Emit(view.Observed{At: view.At{Time: at}, Hop: hop})

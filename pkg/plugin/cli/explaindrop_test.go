@@ -1,0 +1,48 @@
+package cli
+
+import (
+	"context"
+	"net/netip"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/report"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/resolve"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/traceflow"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/view"
+)
+
+func TestPolicyExplainerNamesTheIsolatingPolicy(t *testing.T) {
+	a := runningPod("default", "pod-a", "node-1", "10.244.1.5")
+	b := runningPod("default", "pod-b", "node-2", "10.244.2.7")
+	b.Labels = map[string]string{"app": "web"}
+	objs := []runtime.Object{a, b,
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "default"}},
+		&networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "deny-web"},
+			Spec: networkingv1.NetworkPolicySpec{PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
+				PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}}},
+	}
+	res := &resolve.Result{
+		Source:      resolve.Endpoint{Kind: resolve.KindPod, Namespace: "default", Name: "pod-a", IP: netip.MustParseAddr("10.244.1.5")},
+		Destination: resolve.Endpoint{Kind: resolve.KindPod, Namespace: "default", Name: "pod-b", IP: netip.MustParseAddr("10.244.2.7")},
+		Protocol:    traceflow.TCP, DstPort: 80,
+	}
+	explain := policyExplainer(fake.NewClientset(objs...), res)
+	drop := report.Observation{Component: report.ComponentNetworkPolicy, ComponentInfo: "IngressDefaultRule", Action: report.ActionDropped}
+	got := explain(context.Background(), nil, drop)
+	if got.NetworkPolicy != "default/deny-web" || !strings.Contains(got.NetworkPolicyRule, "ingress default deny") ||
+		!strings.Contains(got.NetworkPolicyRule, "TCP 80 from default/pod-a") {
+		t.Fatalf("got %+v", got)
+	}
+	// A drop elsewhere (routing) is left alone.
+	routing := report.Observation{Component: report.ComponentRouting, Action: report.ActionDropped}
+	if got := explain(context.Background(), []view.TimedHop{}, routing); got != routing {
+		t.Fatalf("routing drop changed: %+v", got)
+	}
+}
