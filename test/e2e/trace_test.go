@@ -249,8 +249,8 @@ func TestTraceNetworkPolicyDrop(t *testing.T) {
 	if drop == nil || drop.Component != report.ComponentNetworkPolicy {
 		t.Fatalf("no NetworkPolicy drop in %+v", r.record.Status.Results)
 	}
-	if !strings.Contains(drop.NetworkPolicy, "deny-locked") && !strings.Contains(drop.ComponentInfo, "Ingress") {
-		t.Errorf("the drop names neither the policy nor its rule table: %+v", drop)
+	if drop.NetworkPolicy != f.ns+"/deny-locked" || !strings.Contains(drop.NetworkPolicyRule, "ingress default deny") {
+		t.Errorf("the drop does not name the policy and its rule: %+v", drop)
 	}
 	assertNothingLeft(t)
 }
