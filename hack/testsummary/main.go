@@ -44,7 +44,7 @@ func run(in io.Reader, out io.Writer, label string, forbidSkips bool) int {
 		line := sc.Bytes()
 		var ev event
 		if err := json.Unmarshal(line, &ev); err != nil {
-			fmt.Fprintln(out, string(line)) // build errors arrive as plain text
+			_, _ = fmt.Fprintln(out, string(line)) // build errors arrive as plain text
 			continue
 		}
 		c := per[ev.Package]
@@ -55,7 +55,7 @@ func run(in io.Reader, out io.Writer, label string, forbidSkips bool) int {
 		key := ev.Package + "." + ev.Test
 		switch ev.Action {
 		case "output":
-			fmt.Fprint(out, ev.Output)
+			_, _ = fmt.Fprint(out, ev.Output)
 			if s := strings.TrimSpace(ev.Output); s != "" && !strings.HasPrefix(s, "---") && !strings.HasPrefix(s, "===") {
 				lastOutput[key] = s
 			}
@@ -82,21 +82,21 @@ func run(in io.Reader, out io.Writer, label string, forbidSkips bool) int {
 		pkgs = append(pkgs, p)
 	}
 	sort.Strings(pkgs)
-	fmt.Fprintf(out, "\n==== %s summary ====\n", label)
+	_, _ = fmt.Fprintf(out, "\n==== %s summary ====\n", label)
 	for _, p := range pkgs {
 		c := per[p]
 		if c.pass+c.fail+c.skip == 0 {
 			continue
 		}
-		fmt.Fprintf(out, "%-70s ran %4d  passed %4d  failed %3d  skipped %3d\n", p, c.pass+c.fail, c.pass, c.fail, c.skip)
+		_, _ = fmt.Fprintf(out, "%-70s ran %4d  passed %4d  failed %3d  skipped %3d\n", p, c.pass+c.fail, c.pass, c.fail, c.skip)
 		total.pass += c.pass
 		total.fail += c.fail
 		total.skip += c.skip
 	}
 	for _, s := range skips {
-		fmt.Fprintf(out, "SKIP %s\n", s)
+		_, _ = fmt.Fprintf(out, "SKIP %s\n", s)
 	}
-	fmt.Fprintf(out, "%s: ran %d (passed %d, failed %d), skipped %d\n", label, total.pass+total.fail, total.pass, total.fail, total.skip)
+	_, _ = fmt.Fprintf(out, "%s: ran %d (passed %d, failed %d), skipped %d\n", label, total.pass+total.fail, total.pass, total.fail, total.skip)
 	if total.fail > 0 || pkgFailed || (forbidSkips && total.skip > 0) {
 		return 1
 	}

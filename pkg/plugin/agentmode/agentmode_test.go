@@ -56,7 +56,7 @@ func (f *fakeAntrea) Delete(context.Context, string) error {
 func (f *fakeAntrea) List(context.Context, string) ([]traceflow.Traceflow, error) { return nil, nil }
 func (f *fakeAntrea) Watch(context.Context, string) (watch.Interface, error)      { return f.w, nil }
 
-func run(t *testing.T, statuses []traceflow.Status, timeout int32, keep bool) (Outcome, error, *fakeAntrea, []view.Update) {
+func run(t *testing.T, statuses []traceflow.Status, timeout int32, keep bool) (Outcome, *fakeAntrea, []view.Update, error) {
 	t.Helper()
 	f := &fakeAntrea{w: watch.NewFakeWithChanSize(10, false), statuses: statuses}
 	var mu sync.Mutex
@@ -68,7 +68,7 @@ func run(t *testing.T, statuses []traceflow.Status, timeout int32, keep bool) (O
 	}}
 	tf := &traceflow.Traceflow{ObjectMeta: metav1.ObjectMeta{Name: "tf"}, Spec: traceflow.Spec{Timeout: timeout}}
 	out, err := r.Run(context.Background(), tf, view.TraceStarted{Name: "tf", Engine: "agent"}, keep)
-	return out, err, f, updates
+	return out, f, updates, err
 }
 
 var (
@@ -83,7 +83,7 @@ var (
 )
 
 func TestAgentSucceededInterNode(t *testing.T) {
-	out, err, f, updates := run(t, []traceflow.Status{
+	out, f, updates, err := run(t, []traceflow.Status{
 		{Phase: traceflow.PhaseRunning, DataplaneTag: 7},
 		{Phase: traceflow.PhaseRunning, DataplaneTag: 7, Results: []report.NodeResult{senderFwd}},
 		{Phase: traceflow.PhaseSucceeded, DataplaneTag: 7, Results: []report.NodeResult{senderFwd, receiverDelivered}},
@@ -104,14 +104,14 @@ func TestAgentSucceededInterNode(t *testing.T) {
 }
 
 func TestAgentKeep(t *testing.T) {
-	_, err, f, _ := run(t, []traceflow.Status{{Phase: traceflow.PhaseSucceeded, Results: []report.NodeResult{senderLeft}}}, 20, true)
+	_, f, _, err := run(t, []traceflow.Status{{Phase: traceflow.PhaseSucceeded, Results: []report.NodeResult{senderLeft}}}, 20, true)
 	if err != nil || f.deleted {
 		t.Fatalf("--keep: err %v deleted %v", err, f.deleted)
 	}
 }
 
 func TestAgentOldActionNameIsNetwork(t *testing.T) {
-	out, err, _, _ := run(t, []traceflow.Status{{Phase: traceflow.PhaseSucceeded, Results: []report.NodeResult{senderLeft}}}, 20, false)
+	out, _, _, err := run(t, []traceflow.Status{{Phase: traceflow.PhaseSucceeded, Results: []report.NodeResult{senderLeft}}}, 20, false)
 	if err != nil || out.Verdict != view.ForwardedOutOfNetwork {
 		t.Fatalf("ForwardedOutOfOverlay must read as ForwardedOutOfNetwork: %s %v", out.Verdict, err)
 	}
@@ -130,7 +130,7 @@ func TestAgentFailures(t *testing.T) {
 		{"never started: tags exhausted", nil, view.Failed, exitcode.Setup, "dataplane tags"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			out, err, f, _ := run(t, tc.statuses, 1, false)
+			out, f, _, err := run(t, tc.statuses, 1, false)
 			if out.Verdict != tc.verdict {
 				t.Fatalf("verdict %s, want %s", out.Verdict, tc.verdict)
 			}

@@ -12,10 +12,10 @@ import (
 )
 
 // onLine folds one line of a helper's report into the trace.
-func (t *tracer) onLine(ctx context.Context, m lineMsg) (view.Verdict, string, error, bool) {
+func (t *tracer) onLine(ctx context.Context, m lineMsg) *ending {
 	h := t.helpers[m.pod]
 	if h == nil || h.ended {
-		return "", "", nil, false
+		return nil
 	}
 	switch {
 	case m.eof != nil:
@@ -33,7 +33,7 @@ func (t *tracer) onLine(ctx context.Context, m lineMsg) (view.Verdict, string, e
 		return t.checkDone()
 	case m.text != "":
 		h.addNoise(m.text)
-		return "", "", nil, false
+		return nil
 	}
 	l := m.line
 	at := l.Time
@@ -52,10 +52,10 @@ func (t *tracer) onLine(ctx context.Context, m lineMsg) (view.Verdict, string, e
 			// The sender injects as soon as its flows are in: its ready
 			// line is the moment of injection, give or take microseconds.
 			t.r.Emit(view.Injected{At: view.At{Time: at}, Node: h.node})
-			return "", "", nil, false
+			return nil
 		}
 		if err := t.maybeStartSender(ctx); err != nil {
-			return view.Failed, err.Error(), err, true
+			return &ending{view.Failed, err.Error(), err}
 		}
 	case report.TypeObservation:
 		if l.Observation.Action == report.ActionDropped && l.Observation.NetworkPolicy == "" && t.r.ExplainDrop != nil {
@@ -66,7 +66,7 @@ func (t *tracer) onLine(ctx context.Context, m lineMsg) (view.Verdict, string, e
 		t.hops = append(t.hops, view.TimedHop{Hop: hop, At: at})
 		t.r.Emit(view.Observed{At: view.At{Time: at}, Hop: hop})
 		if err := t.rec.add(ctx, h.node, h.role, *l.Observation, at); err != nil {
-			return view.Failed, err.Error(), apiFailure(err, "update", "traceflows/status", ""), true
+			return &ending{view.Failed, err.Error(), apiFailure(err, "update", "traceflows/status", "")}
 		}
 		if terminal(l.Observation.Action) {
 			t.end = &hop
@@ -81,18 +81,18 @@ func (t *tracer) onLine(ctx context.Context, m lineMsg) (view.Verdict, string, e
 	case report.TypeError:
 		return t.fail(h, l.Error.Message)
 	}
-	return "", "", nil, false
+	return nil
 }
 
 // checkDone ends the trace once no helper can still report its end: every
 // helper has ended, or the sender has and its packet went into no tunnel.
-func (t *tracer) checkDone() (view.Verdict, string, error, bool) {
+func (t *tracer) checkDone() *ending {
 	if t.end != nil && (t.end.Node == t.sender.node || t.sender.ended) {
 		v := view.FromHops(t.hops)
-		return v, describe(v, *t.end), nil, true
+		return &ending{v, describe(v, *t.end), nil}
 	}
 	if !t.sender.ended {
-		return "", "", nil, false
+		return nil
 	}
 	tunnelled := false
 	for _, h := range t.hops {
@@ -103,13 +103,13 @@ func (t *tracer) checkDone() (view.Verdict, string, error, bool) {
 	if tunnelled {
 		for _, h := range t.helpers {
 			if h.created && !h.ended {
-				return "", "", nil, false
+				return nil
 			}
 		}
 	}
 	v := view.FromHops(t.hops)
 	if v != view.Incomplete {
-		return v, describe(v, t.hops[len(t.hops)-1].Hop), nil, true
+		return &ending{v, describe(v, t.hops[len(t.hops)-1].Hop), nil}
 	}
 	reason := fmt.Sprintf("the probe was not seen on %s within %s", t.sender.node, t.cfg.Timeout)
 	if tunnelled {
@@ -118,7 +118,7 @@ func (t *tracer) checkDone() (view.Verdict, string, error, bool) {
 		last := t.hops[len(t.hops)-1]
 		reason = fmt.Sprintf("the probe's last hop was %s %s on %s and nothing after it within %s", last.Observation.Component, last.Observation.Action, last.Node, t.cfg.Timeout)
 	}
-	return view.Incomplete, reason, nil, true
+	return &ending{view.Incomplete, reason, nil}
 }
 
 // describe says in one sentence where the packet's path ended.

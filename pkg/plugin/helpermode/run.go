@@ -158,6 +158,14 @@ func (r *Runner) Run(ctx context.Context, cfg Config, plan Plan) (out Outcome, e
 	return out, err
 }
 
+// ending is how the trace ends: returned by the handlers once the verdict
+// (or a failure) is known, nil while the trace goes on.
+type ending struct {
+	verdict view.Verdict
+	reason  string
+	err     error
+}
+
 type lineMsg struct {
 	pod  string
 	line report.Line
@@ -234,20 +242,20 @@ func (t *tracer) loop(ctx context.Context, pods, events watch.Interface) (view.V
 			if !ok {
 				return view.Failed, "pod watch closed", exitcode.Errorf(exitcode.Setup, "the API server closed the watch on helper pods: run the trace again")
 			}
-			if v, reason, err, done := t.onPod(ctx, e); done {
-				return v, reason, err
+			if end := t.onPod(ctx, e); end != nil {
+				return end.verdict, end.reason, end.err
 			}
 		case e, ok := <-events.ResultChan():
 			if !ok {
 				events = watch.NewEmptyWatch() // events are a nicety; carry on without them
 				continue
 			}
-			if v, reason, err, done := t.onEvent(e); done {
-				return v, reason, err
+			if end := t.onEvent(e); end != nil {
+				return end.verdict, end.reason, end.err
 			}
 		case m := <-t.lines:
-			if v, reason, err, done := t.onLine(ctx, m); done {
-				return v, reason, err
+			if end := t.onLine(ctx, m); end != nil {
+				return end.verdict, end.reason, end.err
 			}
 		}
 	}
@@ -267,19 +275,19 @@ func (t *tracer) maybeStartSender(ctx context.Context) error {
 	return t.create(ctx, t.sender, helperpod.RoleSender)
 }
 
-func (t *tracer) fail(h *helper, problem string) (view.Verdict, string, error, bool) {
+func (t *tracer) fail(h *helper, problem string) *ending {
 	msg := fmt.Sprintf("helper on node %s: %s", h.node, problem)
-	return view.Failed, msg, exitcode.Errorf(exitcode.Setup, "%s", msg), true
+	return &ending{view.Failed, msg, exitcode.Errorf(exitcode.Setup, "%s", msg)}
 }
 
-func (t *tracer) onPod(ctx context.Context, e watch.Event) (view.Verdict, string, error, bool) {
+func (t *tracer) onPod(ctx context.Context, e watch.Event) *ending {
 	p, ok := e.Object.(*corev1.Pod)
 	if !ok {
-		return "", "", nil, false
+		return nil
 	}
 	h := t.helpers[p.Name]
 	if h == nil || h.ended {
-		return "", "", nil, false
+		return nil
 	}
 	if e.Type == watch.Deleted {
 		return t.fail(h, "its pod was deleted before it reported (by `kubectl traceflow cleanup` or an operator?)")
@@ -296,17 +304,17 @@ func (t *tracer) onPod(ctx context.Context, e watch.Event) (view.Verdict, string
 		h.streaming = true
 		go t.follow(ctx, p.Namespace, p.Name)
 	}
-	return "", "", nil, false
+	return nil
 }
 
-func (t *tracer) onEvent(e watch.Event) (view.Verdict, string, error, bool) {
+func (t *tracer) onEvent(e watch.Event) *ending {
 	ev, ok := e.Object.(*corev1.Event)
 	if !ok {
-		return "", "", nil, false
+		return nil
 	}
 	h := t.helpers[ev.InvolvedObject.Name]
 	if h == nil || h.ready || h.ended {
-		return "", "", nil, false
+		return nil
 	}
 	runDir := t.cfg.OVSRunDir
 	if runDir == "" {
@@ -320,7 +328,7 @@ func (t *tracer) onEvent(e watch.Event) (view.Verdict, string, error, bool) {
 		h.waiting = waiting
 		t.r.Emit(view.HelperWaiting{At: view.At{Time: t.r.Now()}, Node: h.node, Role: h.role, Reason: waiting})
 	}
-	return "", "", nil, false
+	return nil
 }
 
 // follow streams a helper's log into the loop.

@@ -2,6 +2,7 @@ package helpermode
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -53,7 +54,10 @@ func hopFrom(node string, role report.Role, l report.Line) view.Hop {
 		h.TableID = int(l.Hop.Table)
 		h.TableName = l.Hop.TableName
 		h.Flow = l.Hop.Flow
-		fmt.Sscanf(l.Hop.Cookie, "0x%x", &h.Cookie) //nolint:errcheck // a cookie that does not parse stays 0 and is not shown
+		// A cookie that does not parse stays 0 and is not shown.
+		if c, err := strconv.ParseUint(strings.TrimPrefix(l.Hop.Cookie, "0x"), 16, 64); err == nil {
+			h.Cookie = c
+		}
 	}
 	return h
 }

@@ -22,7 +22,7 @@ type At struct{ Time time.Time }
 // When implements Update.
 func (a At) When() time.Time { return a.Time }
 
-// TraceStarted: the trace is recorded and an engine chosen.
+// TraceStarted is an update: the trace is recorded and an engine chosen.
 type TraceStarted struct {
 	At
 	Name         string
@@ -34,7 +34,7 @@ type TraceStarted struct {
 	Tag          uint8
 }
 
-// HelperWaiting: a helper on Node is not running yet, for Reason
+// HelperWaiting is an update: a helper on Node is not running yet, for Reason
 // ("scheduled", "pulling image", "ContainerCreating").
 type HelperWaiting struct {
 	At
@@ -43,7 +43,7 @@ type HelperWaiting struct {
 	Reason string
 }
 
-// HelperReady: the helper on Node installed its flows and is listening.
+// HelperReady is an update: the helper on Node installed its flows and is listening.
 type HelperReady struct {
 	At
 	Node    string
@@ -51,7 +51,7 @@ type HelperReady struct {
 	Version string
 }
 
-// Injected: the sender put the probe into its bridge.
+// Injected is an update: the sender put the probe into its bridge.
 type Injected struct {
 	At
 	Node string
@@ -69,20 +69,20 @@ type Hop struct {
 	Cookie    uint64
 }
 
-// Observed: the packet was seen at a hop.
+// Observed is an update: the packet was seen at a hop.
 type Observed struct {
 	At
 	Hop Hop
 }
 
-// Warning: something the user should know that does not stop the trace.
+// Warning is an update: something the user should know that does not stop the trace.
 type Warning struct {
 	At
 	Node    string
 	Message string
 }
 
-// Finished: the trace ended with a verdict (and, for Failed, a reason).
+// Finished is an update: the trace ended with a verdict (and, for Failed, a reason).
 type Finished struct {
 	At
 	Verdict Verdict
