@@ -3,6 +3,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -19,7 +20,7 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
 }
@@ -45,7 +46,7 @@ Flows carry the trace's cookie and hard_timeout = --timeout, and are deleted on 
 Run "traceflow-helper trace --help" or "traceflow-helper receive --help" for the flags.
 `
 
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		_, _ = fmt.Fprint(stderr, usage)
 		return 1
@@ -73,6 +74,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	out := report.NewWriter(stdout, nil)
 	logf := func(format string, a ...any) { _, _ = fmt.Fprintf(stderr, format+"\n", a...) }
 	common := o.common(out, logf)
+	if o.mode == "trace" && o.injectOnStdin {
+		if err := waitForGo(ctx, stdin); err != nil {
+			_ = out.Write(report.Line{Type: report.TypeError, Error: &report.Error{Code: report.ErrorSetup, Message: err.Error()}})
+			_, _ = fmt.Fprintf(stderr, "traceflow-helper trace: %v\n", err)
+			return engine.ExitSetup
+		}
+	}
 	ctx, cancel := context.WithTimeout(ctx, o.timeout+10*time.Second)
 	defer cancel()
 	var res engine.Outcome
@@ -98,4 +106,35 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	return res.ExitCode
+}
+
+// goWaitLimit bounds how long a sender waits for the plugin's go: the
+// receivers' start, image pulls included, fits well within it.
+const goWaitLimit = 2 * time.Minute
+
+// waitForGo blocks until a line arrives on stdin. The plugin starts the
+// sender's pod together with the receivers' and writes the line once every
+// receiver is ready, so the sender's start overlaps theirs; the sender
+// installs its flows and injects only then. End of input first means the
+// plugin went away: the sender must not inject.
+func waitForGo(ctx context.Context, stdin io.Reader) error {
+	if stdin == nil {
+		return errors.New("--inject-on-stdin needs a standard input")
+	}
+	got := make(chan error, 1)
+	go func() {
+		_, err := bufio.NewReader(stdin).ReadString('\n')
+		got <- err
+	}()
+	select {
+	case err := <-got:
+		if err != nil {
+			return fmt.Errorf("standard input ended before the plugin said go (%w): not injecting", err)
+		}
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("stopped while waiting for the plugin's go: %w", ctx.Err())
+	case <-time.After(goWaitLimit):
+		return fmt.Errorf("no go from the plugin within %s: not injecting", goWaitLimit)
+	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"os"
 	"strings"
 	"testing"
@@ -35,7 +36,7 @@ func TestUsageErrors(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			var out, errb bytes.Buffer
-			if code := run(context.Background(), tc.args, &out, &errb); code != 1 {
+			if code := run(context.Background(), tc.args, nil, &out, &errb); code != 1 {
 				t.Fatalf("exit code %d, want 1 (stderr %q)", code, errb.String())
 			}
 			if !strings.Contains(errb.String(), tc.want) {
@@ -50,22 +51,48 @@ func TestUsageErrors(t *testing.T) {
 
 func TestHelpAndVersion(t *testing.T) {
 	var out, errb bytes.Buffer
-	if code := run(context.Background(), []string{"--help"}, &out, &errb); code != 0 || !strings.Contains(out.String(), "traceflow-helper receive") {
+	if code := run(context.Background(), []string{"--help"}, nil, &out, &errb); code != 0 || !strings.Contains(out.String(), "traceflow-helper receive") {
 		t.Fatalf("--help: exit %d, %q", code, out.String())
 	}
 	out.Reset()
-	if code := run(context.Background(), []string{"version"}, &out, &errb); code != 0 || !strings.HasPrefix(out.String(), "traceflow-helper ") {
+	if code := run(context.Background(), []string{"version"}, nil, &out, &errb); code != 0 || !strings.HasPrefix(out.String(), "traceflow-helper ") {
 		t.Fatalf("version: exit %d, %q", code, out.String())
 	}
 }
 
 func TestSetupErrorIsJSONAndExit4(t *testing.T) {
 	var out, errb bytes.Buffer
-	code := run(context.Background(), []string{"receive", "--tag", "5", "--ovs-rundir", t.TempDir()}, &out, &errb)
+	code := run(context.Background(), []string{"receive", "--tag", "5", "--ovs-rundir", t.TempDir()}, nil, &out, &errb)
 	if code != 4 {
 		t.Fatalf("exit code %d, want 4; stderr %q", code, errb.String())
 	}
 	if !strings.Contains(out.String(), `"type":"error"`) || !strings.Contains(out.String(), `"code":"setup"`) {
 		t.Errorf("stdout %q lacks a setup error line", out.String())
+	}
+}
+
+func TestWaitForGo(t *testing.T) {
+	if err := waitForGo(context.Background(), strings.NewReader("go\n")); err != nil {
+		t.Fatalf("a line on stdin is the go: %v", err)
+	}
+	err := waitForGo(context.Background(), strings.NewReader(""))
+	if err == nil || !strings.Contains(err.Error(), "not injecting") {
+		t.Fatalf("end of input before go must refuse to inject, got %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	r, w := io.Pipe()
+	defer w.Close()
+	if err := waitForGo(ctx, r); err == nil {
+		t.Fatal("a cancelled wait returned no error")
+	}
+}
+
+func TestInjectOnStdinRefusesWithoutGo(t *testing.T) {
+	var out, errb bytes.Buffer
+	code := run(context.Background(), []string{"trace", "--inject-on-stdin", "--source-pod", "default/a", "--destination", "10.0.0.1",
+		"--ovs-rundir", t.TempDir()}, strings.NewReader(""), &out, &errb)
+	if code != 4 || !strings.Contains(out.String(), `"type":"error"`) || !strings.Contains(out.String(), "not injecting") {
+		t.Fatalf("exit %d, stdout %q", code, out.String())
 	}
 }

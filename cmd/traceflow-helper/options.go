@@ -33,6 +33,7 @@ type options struct {
 	sourceIP, sourceMAC, dest, destMAC string
 	tcp, udp, srcPort                  uint
 	icmp                               bool
+	injectOnStdin                      bool
 	tcpFlags, ttl                      uint
 }
 
@@ -64,6 +65,7 @@ func newOptions(mode string, stderr io.Writer) *options {
 	fs.UintVar(&o.ttl, "ttl", 64, "IP TTL / hop limit")
 	fs.StringVar(&o.sourceIP, "source-ip", "", "probe source IP (default: the port's external_ids ip, ip_addresses or ip-address)")
 	fs.StringVar(&o.sourceMAC, "source-mac", "", "probe source MAC (default: the port's external_ids mac, attached_mac or attached-mac)")
+	fs.BoolVar(&o.injectOnStdin, "inject-on-stdin", false, "start, then wait for a line on standard input before installing flows and injecting (the plugin's go once every receiver is ready)")
 	fs.StringVar(&o.destMAC, "destination-mac", "", "probe destination MAC (default: the local destination pod's MAC, else the gateway port's)")
 	return o
 }
