@@ -8,9 +8,11 @@ import (
 	"strconv"
 	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubectl-traceflow/kubectl-traceflow/internal/version"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/agentmode"
@@ -67,7 +69,7 @@ func (o *TraceOptions) trace(ctx context.Context, c *Clients, res *resolve.Resul
 		return out, err
 	}
 	r := &helpermode.Runner{
-		Cluster: helpermode.NewCluster(c.Kube),
+		Cluster: helpermode.NewCluster(c.Kube, c.RESTConfig),
 		Tags: &tagalloc.Allocator{
 			Leases: c.Kube.CoordinationV1().Leases(o.helperNamespace),
 			Now:    time.Now,
@@ -86,6 +88,7 @@ func (o *TraceOptions) trace(ctx context.Context, c *Clients, res *resolve.Resul
 	ho, err := r.Run(ctx, helpermode.Config{
 		Namespace: o.helperNamespace, Image: o.helperImage, OVSRunDir: o.ovsRunDir, Bridge: o.bridge,
 		Timeout: o.timeout, Keep: o.keep,
+		ParallelStart: len(receivers) > 0 && c.RESTConfig != nil && canAttach(ctx, c.Kube, o.helperNamespace),
 	}, helpermode.Plan{
 		Trace: tf.Name, View: started, Sender: res.Source.Node, Receivers: receivers,
 		SenderArgs: senderArgs(res, tf), Record: tf, RecordAsCR: d.RecordAsCR,
@@ -200,4 +203,16 @@ func endpointName(e resolve.Endpoint) string {
 		return e.Namespace + "/svc/" + e.Name
 	}
 	return e.IP.String()
+}
+
+// canAttach asks the API server whether we may attach to pods in ns, which
+// starting the sender together with the receivers needs. Where we may not,
+// the sender starts after the receivers: slower, and it needs no more rights.
+func canAttach(ctx context.Context, cs kubernetes.Interface, ns string) bool {
+	r, err := cs.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
+		Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
+			Namespace: ns, Verb: "create", Resource: "pods", Subresource: "attach",
+		}},
+	}, metav1.CreateOptions{})
+	return err == nil && r.Status.Allowed
 }

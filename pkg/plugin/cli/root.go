@@ -14,6 +14,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/exitcode"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/resolve"
@@ -35,6 +36,8 @@ type Clients struct {
 	Dynamic dynamic.Interface
 	// Kube runs traces: helper pods, tag claims, engine detection.
 	Kube kubernetes.Interface
+	// RESTConfig serves streams (attach to a helper's stdin); may be nil.
+	RESTConfig *rest.Config
 }
 
 // Connector makes Clients from the kubeconfig flags. Commands call it only
@@ -140,7 +143,7 @@ func Connect(cf *genericclioptions.ConfigFlags) (*Clients, error) {
 	if err != nil {
 		return nil, exitcode.Errorf(exitcode.Setup, "making a Kubernetes client: %w; check the cluster entry of the kubeconfig", err)
 	}
-	return &Clients{Namespace: ns, Lookup: resolve.FromClientset(cs), Traceflows: traceflow.NewClient(dyn), Dynamic: dyn, Kube: cs}, nil
+	return &Clients{Namespace: ns, Lookup: resolve.FromClientset(cs), Traceflows: traceflow.NewClient(dyn), Dynamic: dyn, Kube: cs, RESTConfig: cfg}, nil
 }
 
 // isTerminal reports whether w is a character device (a terminal).

@@ -7,14 +7,19 @@ package helpermode
 
 import (
 	"context"
+	"errors"
 	"io"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/remotecommand"
 	"k8s.io/utils/ptr"
 
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/helperpod"
@@ -31,12 +36,18 @@ type Cluster interface {
 	WatchEvents(ctx context.Context, namespace string) (watch.Interface, error)
 	// Logs follows the output of a pod's helper container.
 	Logs(ctx context.Context, namespace, pod string) (io.ReadCloser, error)
+	// Attach streams stdin to a pod's helper container until stdin ends.
+	Attach(ctx context.Context, namespace, pod string, stdin io.Reader) error
 }
 
-// NewCluster returns a Cluster over a clientset.
-func NewCluster(cs kubernetes.Interface) Cluster { return clientsetCluster{cs} }
+// NewCluster returns a Cluster over a clientset; cfg serves attach, which
+// streams over its own connection.
+func NewCluster(cs kubernetes.Interface, cfg *rest.Config) Cluster { return clientsetCluster{cs, cfg} }
 
-type clientsetCluster struct{ cs kubernetes.Interface }
+type clientsetCluster struct {
+	cs  kubernetes.Interface
+	cfg *rest.Config
+}
 
 func traceSelector(trace string) string {
 	return helperpod.ManagedByLabel + "=" + helperpod.ManagedByValue + "," + helperpod.TraceLabel + "=" + trace
@@ -67,6 +78,31 @@ func (c clientsetCluster) WatchEvents(ctx context.Context, namespace string) (wa
 	return c.cs.CoreV1().Events(namespace).Watch(ctx, metav1.ListOptions{
 		FieldSelector: fields.OneTermEqualSelector("involvedObject.kind", "Pod").String(),
 	})
+}
+
+func (c clientsetCluster) Attach(ctx context.Context, namespace, pod string, stdin io.Reader) error {
+	if c.cfg == nil {
+		return errors.New("no REST config to attach with")
+	}
+	req := c.cs.CoreV1().RESTClient().Post().Resource("pods").Namespace(namespace).Name(pod).SubResource("attach").
+		VersionedParams(&corev1.PodAttachOptions{Container: helperpod.ContainerName, Stdin: true}, scheme.ParameterCodec)
+	// WebSockets first (the default since Kubernetes 1.31), SPDY where a
+	// proxy or an older API server refuses the upgrade.
+	ws, err := remotecommand.NewWebSocketExecutor(c.cfg, "GET", req.URL().String())
+	if err != nil {
+		return err
+	}
+	spdy, err := remotecommand.NewSPDYExecutor(c.cfg, "POST", req.URL())
+	if err != nil {
+		return err
+	}
+	exec, err := remotecommand.NewFallbackExecutor(ws, spdy, func(err error) bool {
+		return httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)
+	})
+	if err != nil {
+		return err
+	}
+	return exec.StreamWithContext(ctx, remotecommand.StreamOptions{Stdin: stdin})
 }
 
 func (c clientsetCluster) Logs(ctx context.Context, namespace, pod string) (io.ReadCloser, error) {

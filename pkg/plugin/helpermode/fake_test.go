@@ -1,6 +1,7 @@
 package helpermode
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -30,8 +31,12 @@ type fakeCluster struct {
 	// script runs for each created pod, in its own goroutine: it may send
 	// pod updates and events, and write report lines.
 	script func(f *fakeCluster, p *corev1.Pod)
-	// ready is closed for each pod name when its log stream is opened.
+	// opened is closed for each pod name when its log stream is opened;
+	// gone, when a line arrives on its stdin through Attach.
 	opened map[string]chan struct{}
+	gone   map[string]chan struct{}
+	// attachErr, when set, is what Attach returns at once.
+	attachErr error
 }
 
 func newFakeCluster(script func(f *fakeCluster, p *corev1.Pod)) *fakeCluster {
@@ -41,6 +46,7 @@ func newFakeCluster(script func(f *fakeCluster, p *corev1.Pod)) *fakeCluster {
 		logs:    map[string]*io.PipeWriter{},
 		readers: map[string]*io.PipeReader{},
 		opened:  map[string]chan struct{}{},
+		gone:    map[string]chan struct{}{},
 		script:  script,
 	}
 }
@@ -58,6 +64,7 @@ func (f *fakeCluster) CreatePod(_ context.Context, p *corev1.Pod) error {
 	r, w := io.Pipe()
 	f.logs[p.Name], f.readers[p.Name] = w, r
 	f.opened[p.Name] = make(chan struct{})
+	f.gone[p.Name] = make(chan struct{})
 	go f.script(f, p.DeepCopy())
 	return nil
 }
@@ -89,6 +96,31 @@ func (f *fakeCluster) Logs(_ context.Context, _, pod string) (io.ReadCloser, err
 	}
 	close(f.opened[pod])
 	return r, nil
+}
+
+func (f *fakeCluster) Attach(_ context.Context, _, pod string, stdin io.Reader) error {
+	if f.attachErr != nil {
+		return f.attachErr
+	}
+	line, err := bufio.NewReader(stdin).ReadString('\n')
+	if err == nil && line == "go\n" {
+		f.mu.Lock()
+		close(f.gone[pod])
+		f.mu.Unlock()
+	}
+	return nil
+}
+
+// waitGo blocks a fake sender started with --inject-on-stdin until the
+// runner says go.
+func (f *fakeCluster) waitGo(p *corev1.Pod) {
+	if !p.Spec.Containers[0].Stdin {
+		return
+	}
+	f.mu.Lock()
+	ch := f.gone[p.Name]
+	f.mu.Unlock()
+	<-ch
 }
 
 func (f *fakeCluster) createdNames() []string {

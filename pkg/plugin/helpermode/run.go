@@ -32,6 +32,11 @@ type Config struct {
 	Timeout    time.Duration
 	// Keep leaves the Traceflow record in place after the trace.
 	Keep bool
+	// ParallelStart starts the sender together with the receivers and
+	// tells it to inject, through its standard input, once every receiver
+	// is ready; otherwise the sender starts only then. It needs the right
+	// to attach to pods.
+	ParallelStart bool
 }
 
 // Plan is one trace: where its helpers run and what the sender injects.
@@ -148,6 +153,10 @@ func (r *Runner) Run(ctx context.Context, cfg Config, plan Plan) (out Outcome, e
 	}()
 
 	t := &tracer{r: r, cfg: cfg, plan: plan, tag: claim.Tag, rec: rec, lines: make(chan lineMsg, 16), helpers: map[string]*helper{}}
+	t.goR, t.goW = io.Pipe()
+	// A sender still waiting when the trace ends reads end of input and
+	// does not inject.
+	defer t.goW.Close() //nolint:errcheck // closing a pipe cannot fail
 	out.Verdict, out.Reason, err = t.loop(ctx, pods, events)
 	out.Results = rec.results()
 	r.Emit(view.Finished{At: view.At{Time: r.Now()}, Verdict: out.Verdict, Reason: out.Reason})
@@ -169,9 +178,11 @@ type ending struct {
 type lineMsg struct {
 	pod  string
 	line report.Line
-	// text is a line that is not a report line; eof ends the stream.
-	text string
-	eof  error
+	// text is a line that is not a report line; eof ends the stream;
+	// attachErr says the go could not be sent to the sender.
+	text      string
+	eof       error
+	attachErr error
 }
 
 type tracer struct {
@@ -186,6 +197,13 @@ type tracer struct {
 	hops    []view.TimedHop
 	// end is the hop where the packet's path ended, once one reported it.
 	end *view.Hop
+	// parallel: the sender started with the receivers and waits for the go
+	// written to goW, which an attach to its stdin reads from goR.
+	parallel  bool
+	goR       *io.PipeReader
+	goW       *io.PipeWriter
+	goSent    bool
+	attaching bool
 }
 
 func (t *tracer) newHelper(node string, role helperpod.Role) *helper {
@@ -205,6 +223,7 @@ func (t *tracer) create(ctx context.Context, h *helper, role helperpod.Role) err
 		TraceName: t.plan.Trace, Namespace: t.cfg.Namespace, Node: h.node, Role: role,
 		Image: t.cfg.Image, PullPolicy: t.cfg.PullPolicy, OVSRunDir: t.cfg.OVSRunDir,
 		Bridge: t.cfg.Bridge, Tag: t.tag, Timeout: t.cfg.Timeout, Args: args,
+		WaitForGo: role == helperpod.RoleSender && t.parallel,
 	})
 	if err != nil {
 		return exitcode.Wrap(exitcode.Setup, err)
@@ -228,6 +247,12 @@ func (t *tracer) loop(ctx context.Context, pods, events watch.Interface) (view.V
 		}
 	}
 	t.sender = t.newHelper(t.plan.Sender, helperpod.RoleSender)
+	t.parallel = t.cfg.ParallelStart && len(receivers) > 0
+	if t.parallel {
+		if err := t.create(ctx, t.sender, helperpod.RoleSender); err != nil {
+			return view.Failed, err.Error(), err
+		}
+	}
 	if err := t.maybeStartSender(ctx); err != nil {
 		return view.Failed, err.Error(), err
 	}
@@ -261,18 +286,44 @@ func (t *tracer) loop(ctx context.Context, pods, events watch.Interface) (view.V
 	}
 }
 
-// maybeStartSender creates the sender once every receiver is ready. No
-// sleep: receivers say "ready" only after their flows are installed.
+// maybeStartSender lets the sender inject once every receiver is ready: it
+// creates the sender, or, when the sender started in parallel, writes its
+// go. No sleep: receivers say "ready" only after their flows are installed.
 func (t *tracer) maybeStartSender(ctx context.Context) error {
-	if t.sender.created {
-		return nil
-	}
 	for _, h := range t.helpers {
 		if h.role == report.RoleReceiver && !h.ready {
 			return nil
 		}
 	}
-	return t.create(ctx, t.sender, helperpod.RoleSender)
+	if !t.parallel {
+		if t.sender.created {
+			return nil
+		}
+		return t.create(ctx, t.sender, helperpod.RoleSender)
+	}
+	if !t.goSent {
+		t.goSent = true
+		// The write waits for the attach to read it; the attach closes the
+		// reader when it ends, which ends the write too.
+		go func() {
+			if _, err := t.goW.Write([]byte("go\n")); err == nil {
+				_ = t.goW.Close()
+			}
+		}()
+	}
+	return nil
+}
+
+// attach streams the go to the sender's standard input.
+func (t *tracer) attach(ctx context.Context, ns, pod string) {
+	err := t.r.Cluster.Attach(ctx, ns, pod, t.goR)
+	_ = t.goR.Close()
+	if err != nil {
+		select {
+		case t.lines <- lineMsg{pod: pod, attachErr: err}:
+		case <-ctx.Done():
+		}
+	}
 }
 
 func (t *tracer) fail(h *helper, problem string) *ending {
@@ -303,6 +354,14 @@ func (t *tracer) onPod(ctx context.Context, e watch.Event) *ending {
 	if !h.streaming && started(p) {
 		h.streaming = true
 		go t.follow(ctx, p.Namespace, p.Name)
+		if h == t.sender && t.parallel && !t.attaching {
+			t.attaching = true
+			go t.attach(ctx, p.Namespace, p.Name)
+			if !h.ready {
+				h.waiting = "waiting for the receivers"
+				t.r.Emit(view.HelperWaiting{At: view.At{Time: t.r.Now()}, Node: h.node, Role: h.role, Reason: h.waiting})
+			}
+		}
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package helpermode
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -96,8 +97,9 @@ func interNode(t *testing.T) func(f *fakeCluster, p *corev1.Pod) {
 				resultLine("n2", report.RoleReceiver, 0, received, delivered))
 			f.end(p)
 		case string(helperpod.RoleSender):
+			f.waitGo(p) // a sender started in parallel injects only on go
 			if !receiverReady.Load() {
-				t.Error("sender pod created before the receiver was ready")
+				t.Error("sender injecting before the receiver was ready")
 			}
 			f.write(p, readyLine(report.RoleSender))
 			close(injected)
@@ -271,5 +273,54 @@ func TestVersionMismatchWarns(t *testing.T) {
 	}
 	if warned != 2 {
 		t.Fatalf("want a warning per helper (2), got %d", warned)
+	}
+}
+
+func TestParallelStartSaysGoWhenReceiversAreReady(t *testing.T) {
+	h := newHarness(interNode(t))
+	c := cfg()
+	c.ParallelStart = true
+	out, err := h.runner.Run(context.Background(), c, plan("n2"))
+	if err != nil || out.Verdict != view.Delivered {
+		t.Fatalf("%s %v", out.Verdict, err)
+	}
+	// Both pods exist from the start; the sender waited for its go.
+	if got := strings.Join(h.cluster.createdNames(), ","); got != "receiver@n2,sender@n1" {
+		t.Errorf("pods created %s", got)
+	}
+	for _, p := range h.cluster.created {
+		isSender := p.Labels[helperpod.RoleLabel] == string(helperpod.RoleSender)
+		if p.Spec.Containers[0].Stdin != isSender {
+			t.Errorf("%s: stdin %v", p.Name, p.Spec.Containers[0].Stdin)
+		}
+	}
+}
+
+func TestParallelStartAttachRefused(t *testing.T) {
+	h := newHarness(interNode(t))
+	h.cluster.attachErr = errors.New("pods/attach is forbidden")
+	c := cfg()
+	c.ParallelStart = true
+	_, err := h.runner.Run(context.Background(), c, plan("n2"))
+	if exitcode.Of(err) != exitcode.Setup || !strings.Contains(err.Error(), "pods/attach") {
+		t.Fatalf("want a setup failure naming pods/attach, got %v", err)
+	}
+	if len(h.cluster.deleted) != 1 || h.leases(t) != 0 {
+		t.Errorf("left behind: deleted=%v leases=%d", h.cluster.deleted, h.leases(t))
+	}
+}
+
+func TestIntraNodeNeverWaitsForGo(t *testing.T) {
+	h := newHarness(func(f *fakeCluster, p *corev1.Pod) {
+		f.run(p)
+		if p.Spec.Containers[0].Stdin {
+			t.Error("an intra-node sender was told to wait for a go nobody sends")
+		}
+		f.write(p, readyLine(report.RoleSender), obsLine(delivered, 12, "Output", "x"))
+	})
+	c := cfg()
+	c.ParallelStart = true
+	if out, err := h.runner.Run(context.Background(), c, plan()); err != nil || out.Verdict != view.Delivered {
+		t.Fatalf("%s %v", out.Verdict, err)
 	}
 }

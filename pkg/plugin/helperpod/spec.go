@@ -58,6 +58,10 @@ type Params struct {
 	Tag       uint8
 	// Timeout is the trace's timeout; the pod's deadline is derived from it.
 	Timeout time.Duration
+	// WaitForGo starts a sender that waits for a line on its standard input
+	// (the plugin attaches and writes it once every receiver is ready)
+	// before it installs flows and injects.
+	WaitForGo bool
 	// Args are the helper's arguments after the subcommand and the OVS flags
 	// that this package sets (--ovs-rundir, --bridge, --tag, --timeout).
 	Args []string
@@ -108,6 +112,9 @@ func Build(p Params) (*corev1.Pod, error) {
 		"--tag", strconv.Itoa(int(p.Tag)),
 		"--timeout", p.Timeout.String(),
 	}
+	if p.WaitForGo {
+		args = append(args, "--inject-on-stdin")
+	}
 	args = append(args, p.Args...)
 	deadline := int64((p.Timeout + deadlineSlack) / time.Second)
 	hostPathType := corev1.HostPathDirectory
@@ -146,6 +153,11 @@ func Build(p Params) (*corev1.Pod, error) {
 				Image:           p.Image,
 				ImagePullPolicy: pull,
 				Args:            args,
+				// Stdin carries the plugin's go to a sender started together
+				// with the receivers; StdinOnce closes it when the plugin
+				// detaches, so a sender whose plugin died never injects.
+				Stdin:     p.WaitForGo,
+				StdinOnce: p.WaitForGo,
 				// The helper names its node in its reports; with hostNetwork
 				// its hostname is the machine's, which need not be the
 				// node's name.
