@@ -275,7 +275,7 @@ func (t *tracer) loop(ctx context.Context, pods, events watch.Interface) (view.V
 				events = watch.NewEmptyWatch() // events are a nicety; carry on without them
 				continue
 			}
-			if end := t.onEvent(e); end != nil {
+			if end := t.onEvent(ctx, e); end != nil {
 				return end.verdict, end.reason, end.err
 			}
 		case m := <-t.lines:
@@ -351,28 +351,43 @@ func (t *tracer) onPod(ctx context.Context, e watch.Event) *ending {
 		h.waiting = waiting
 		t.r.Emit(view.HelperWaiting{At: view.At{Time: t.r.Now()}, Node: h.node, Role: h.role, Reason: waiting})
 	}
-	if !h.streaming && started(p) {
-		h.streaming = true
-		go t.follow(ctx, p.Namespace, p.Name)
-		if h == t.sender && t.parallel && !t.attaching {
-			t.attaching = true
-			go t.attach(ctx, p.Namespace, p.Name)
-			if !h.ready {
-				h.waiting = "waiting for the receivers"
-				t.r.Emit(view.HelperWaiting{At: view.At{Time: t.r.Now()}, Node: h.node, Role: h.role, Reason: h.waiting})
-			}
-		}
+	if started(p) {
+		t.containerStarted(ctx, h)
 	}
 	return nil
 }
 
-func (t *tracer) onEvent(e watch.Event) *ending {
+// containerStarted follows the helper's log (and, for a sender started in
+// parallel, attaches to its stdin) once its container runs. The kubelet's
+// "Started" event says so at once; the pod's status can lag by a second or
+// more, so whichever comes first starts it.
+func (t *tracer) containerStarted(ctx context.Context, h *helper) {
+	if h.streaming {
+		return
+	}
+	h.streaming = true
+	go t.follow(ctx, t.cfg.Namespace, h.pod)
+	if h == t.sender && t.parallel && !t.attaching {
+		t.attaching = true
+		go t.attach(ctx, t.cfg.Namespace, h.pod)
+		if !h.ready {
+			h.waiting = "waiting for the receivers"
+			t.r.Emit(view.HelperWaiting{At: view.At{Time: t.r.Now()}, Node: h.node, Role: h.role, Reason: h.waiting})
+		}
+	}
+}
+
+func (t *tracer) onEvent(ctx context.Context, e watch.Event) *ending {
 	ev, ok := e.Object.(*corev1.Event)
 	if !ok {
 		return nil
 	}
 	h := t.helpers[ev.InvolvedObject.Name]
 	if h == nil || h.ready || h.ended {
+		return nil
+	}
+	if ev.Reason == "Started" {
+		t.containerStarted(ctx, h)
 		return nil
 	}
 	runDir := t.cfg.OVSRunDir
@@ -400,7 +415,7 @@ func (t *tracer) follow(ctx context.Context, ns, pod string) {
 			return false
 		}
 	}
-	rc, err := t.r.Cluster.Logs(ctx, ns, pod)
+	rc, err := openLog(ctx, t.r.Cluster, ns, pod)
 	if err != nil {
 		send(lineMsg{pod: pod, eof: fmt.Errorf("read its log: %w", err)})
 		return
@@ -430,6 +445,33 @@ func (t *tracer) follow(ctx context.Context, ns, pod string) {
 		end = io.EOF
 	}
 	send(lineMsg{pod: pod, eof: end})
+}
+
+// logRetry is how often to ask again for the log of a container that the
+// kubelet does not yet count as started, and logRetryFor how long to.
+const (
+	logRetry    = 50 * time.Millisecond
+	logRetryFor = 30 * time.Second
+)
+
+// openLog opens a helper's log as soon as the kubelet serves it. The
+// kubelet's own view of a container lags its Started event by up to its
+// pod-lifecycle relist period (1 s), and answers 400 Bad Request ("waiting
+// to start") until then; there is nothing to watch for that moment, so ask
+// again, briefly, until it serves the log.
+func openLog(ctx context.Context, c Cluster, ns, pod string) (io.ReadCloser, error) {
+	deadline := time.Now().Add(logRetryFor)
+	for {
+		rc, err := c.Logs(ctx, ns, pod)
+		if err == nil || !apierrors.IsBadRequest(err) || time.Now().After(deadline) {
+			return rc, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(logRetry):
+		}
+	}
 }
 
 // apiFailure classifies an API error: Forbidden names the missing verb and

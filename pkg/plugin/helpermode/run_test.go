@@ -324,3 +324,20 @@ func TestIntraNodeNeverWaitsForGo(t *testing.T) {
 		t.Fatalf("%s %v", out.Verdict, err)
 	}
 }
+
+// The kubelet's Started event comes before the pod's status says Running
+// (by a second or more in a real kubelet); the log is followed from it.
+func TestStartedEventStartsTheLogAtOnce(t *testing.T) {
+	h := newHarness(func(f *fakeCluster, p *corev1.Pod) {
+		f.setState(p, corev1.PodPending, corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}})
+		f.event(p, "Started", "Started container helper")
+		f.mu.Lock()
+		opened := f.opened[p.Name]
+		f.mu.Unlock()
+		<-opened // no Running status ever arrives
+		f.write(p, readyLine(report.RoleSender), obsLine(delivered, 12, "Output", "x"))
+	})
+	if out, err := h.runner.Run(context.Background(), cfg(), plan()); err != nil || out.Verdict != view.Delivered {
+		t.Fatalf("%s %v", out.Verdict, err)
+	}
+}
