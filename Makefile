@@ -55,6 +55,10 @@ test-integration: ## node helper against a real Open vSwitch in network namespac
 test-e2e: build ## end to end in the lab: brings it up (or reuses it), runs the built binaries through kubectl
 	TRACEFLOW_CI=1 go test -json -count=1 -tags e2e -timeout 60m ./test/e2e/... | $(TESTSUMMARY) -label e2e -forbid-skips
 
+.PHONY: bench-e2e
+bench-e2e: build ## time to verdict in the lab (helper mode, median of 10) next to the pod-start floor
+	TRACEFLOW_KEEP_LAB=$${TRACEFLOW_KEEP_LAB:-1} go test -tags e2e -run '^$$' -bench TimeToVerdict -benchtime 10x -timeout 30m ./test/e2e
+
 .PHONY: test
 test: deps lint test-unit test-integration test-e2e ## everything CI runs: lint, unit, integration, e2e
 

@@ -25,7 +25,7 @@ import (
 // controller loop that fills each new Traceflow's status the way Antrea
 // documents it: phase Running with a dataplane tag, then Succeeded with the
 // sender's and the receiver's results.
-func antreaDouble(ctx context.Context, t *testing.T, dyn dynamic.Interface, podNode map[string]string) <-chan error {
+func antreaDouble(ctx context.Context, t testing.TB, dyn dynamic.Interface, podNode map[string]string) <-chan error {
 	t.Helper()
 	res := dyn.Resource(traceflow.GroupVersionResource)
 	w, err := res.Watch(ctx, metav1.ListOptions{})

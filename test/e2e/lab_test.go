@@ -46,7 +46,7 @@ func TestLabUpWarmAndIdempotent(t *testing.T) {
 	}
 }
 
-func nodeUIDs(t *testing.T) []string {
+func nodeUIDs(t testing.TB) []string {
 	t.Helper()
 	var l corev1.NodeList
 	if err := json.Unmarshal([]byte(mustKubectl(t, "get", "nodes", "-o", "json")), &l); err != nil {

@@ -13,7 +13,7 @@ import (
 )
 
 // tmux runs tmux with the given arguments.
-func tmux(t *testing.T, args ...string) string {
+func tmux(t testing.TB, args ...string) string {
 	t.Helper()
 	out, err := exec.Command("tmux", args...).CombinedOutput()
 	if err != nil {

@@ -98,7 +98,7 @@ func setup() {
 }
 
 // requireLab skips (or, in CI, fails) a test when the lab could not start.
-func requireLab(t *testing.T) {
+func requireLab(t testing.TB) {
 	t.Helper()
 	if lab.setupErr != "" {
 		testenv.Missing(t, lab.setupErr)
@@ -124,7 +124,7 @@ func kubectl(ctx context.Context, args ...string) (string, error) {
 	return out.String(), nil
 }
 
-func mustKubectl(t *testing.T, args ...string) string {
+func mustKubectl(t testing.TB, args ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -135,7 +135,7 @@ func mustKubectl(t *testing.T, args ...string) string {
 	return out
 }
 
-func apply(t *testing.T, manifest string) {
+func apply(t testing.TB, manifest string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -149,7 +149,7 @@ func apply(t *testing.T, manifest string) {
 
 // namespace creates a namespace for one test and deletes it afterwards
 // (without waiting: the lab is torn down at the end anyway).
-func namespace(t *testing.T, name string) string {
+func namespace(t testing.TB, name string) string {
 	t.Helper()
 	ns := fmt.Sprintf("e2e-%s-%d", name, time.Now().UnixNano()%100000)
 	createNamespace(t, ns)
@@ -165,7 +165,7 @@ func namespace(t *testing.T, name string) string {
 
 // createNamespace creates ns and waits for its default service account,
 // without which the apiserver refuses pods.
-func createNamespace(t *testing.T, ns string) {
+func createNamespace(t testing.TB, ns string) {
 	t.Helper()
 	mustKubectl(t, "create", "namespace", ns)
 	eventually(t, 30*time.Second, "service account default in "+ns, func() error {
@@ -197,7 +197,7 @@ spec:
 `, name, ns, strings.Join(l, ", "), node, workloadImage, a)
 }
 
-func getPod(t *testing.T, ns, name string) *corev1.Pod {
+func getPod(t testing.TB, ns, name string) *corev1.Pod {
 	t.Helper()
 	var p corev1.Pod
 	if err := json.Unmarshal([]byte(mustKubectl(t, "get", "pod", "-n", ns, name, "-o", "json")), &p); err != nil {
@@ -207,7 +207,7 @@ func getPod(t *testing.T, ns, name string) *corev1.Pod {
 }
 
 // waitPods waits until the named pods are Running and Ready, or Succeeded.
-func waitPods(t *testing.T, ns string, names ...string) map[string]*corev1.Pod {
+func waitPods(t testing.TB, ns string, names ...string) map[string]*corev1.Pod {
 	t.Helper()
 	out := map[string]*corev1.Pod{}
 	deadline := time.Now().Add(90 * time.Second)
@@ -240,7 +240,7 @@ func execIn(ns, pod string, args ...string) (string, error) {
 }
 
 // eventually retries f every 200 ms until it returns nil or d passes.
-func eventually(t *testing.T, d time.Duration, what string, f func() error) {
+func eventually(t testing.TB, d time.Duration, what string, f func() error) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for {
@@ -256,7 +256,7 @@ func eventually(t *testing.T, d time.Duration, what string, f func() error) {
 }
 
 // nodeExec runs a command in a lab node's namespaces.
-func nodeExec(t *testing.T, node string, args ...string) string {
+func nodeExec(t testing.TB, node string, args ...string) string {
 	t.Helper()
 	out, err := exec.Command(labScript(), append([]string{"exec", node}, args...)...).CombinedOutput()
 	if err != nil {

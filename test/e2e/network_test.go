@@ -28,7 +28,7 @@ type webFixture struct {
 
 var web *webFixture
 
-func getWeb(t *testing.T) *webFixture {
+func getWeb(t testing.TB) *webFixture {
 	t.Helper()
 	requireLab(t)
 	if web != nil {

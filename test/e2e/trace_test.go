@@ -35,7 +35,7 @@ var (
 	traceFixOnce sync.Mutex
 )
 
-func getTraceFixture(t *testing.T) *traceFixture {
+func getTraceFixture(t testing.TB) *traceFixture {
 	t.Helper()
 	requireLab(t)
 	traceFixOnce.Lock()
@@ -76,7 +76,7 @@ type traceRun struct {
 }
 
 // runTrace runs `kubectl traceflow ARGS -o json` and decodes the record.
-func runTrace(t *testing.T, args ...string) traceRun {
+func runTrace(t testing.TB, args ...string) traceRun {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
@@ -106,7 +106,7 @@ func runTrace(t *testing.T, args ...string) traceRun {
 	return r
 }
 
-func (r traceRun) result(t *testing.T, node string) report.NodeResult {
+func (r traceRun) result(t testing.TB, node string) report.NodeResult {
 	t.Helper()
 	if r.record != nil {
 		for _, res := range r.record.Status.Results {
@@ -128,7 +128,7 @@ func last(res report.NodeResult) report.Observation {
 
 // assertNothingLeft checks item 4 of issue 5: no helper pod, no tag claim,
 // no record (unless kept), and no flow with a trace cookie on any node.
-func assertNothingLeft(t *testing.T, keptRecords ...string) {
+func assertNothingLeft(t testing.TB, keptRecords ...string) {
 	t.Helper()
 	sel := "-l=app.kubernetes.io/managed-by=kubectl-traceflow"
 	if out := mustKubectl(t, "get", "pods", "-A", sel, "-o", "name"); strings.TrimSpace(out) != "" {
@@ -158,7 +158,7 @@ func assertNothingLeft(t *testing.T, keptRecords ...string) {
 
 // traceFlows lists the flows on a node that carry a trace's cookie (the
 // helper's cookies all start with 0x7466, "tf").
-func traceFlows(t *testing.T, node string) string {
+func traceFlows(t testing.TB, node string) string {
 	t.Helper()
 	out := nodeExec(t, node, "ovs-ofctl", "-O", "OpenFlow15", "dump-flows", "br-int", "cookie=0x7466000000000000/0xffff000000000000")
 	var flows []string
@@ -314,7 +314,7 @@ func kubectlEnv() []string {
 
 // startTrace starts `kubectl traceflow ARGS` (plain output) and returns the
 // process and a channel of its output lines.
-func startTrace(t *testing.T, args ...string) (*exec.Cmd, <-chan string) {
+func startTrace(t testing.TB, args ...string) (*exec.Cmd, <-chan string) {
 	t.Helper()
 	cmd := exec.Command("kubectl", append([]string{"traceflow"}, args...)...)
 	cmd.Env = kubectlEnv()
@@ -340,7 +340,7 @@ func startTrace(t *testing.T, args ...string) (*exec.Cmd, <-chan string) {
 }
 
 // waitLine waits for a line containing all of subs.
-func waitLine(t *testing.T, lines <-chan string, d time.Duration, subs ...string) {
+func waitLine(t testing.TB, lines <-chan string, d time.Duration, subs ...string) {
 	t.Helper()
 	timer := time.After(d)
 	for {
@@ -362,7 +362,7 @@ func waitLine(t *testing.T, lines <-chan string, d time.Duration, subs ...string
 	}
 }
 
-func helperPods(t *testing.T) string {
+func helperPods(t testing.TB) string {
 	t.Helper()
 	return strings.TrimSpace(mustKubectl(t, "get", "pods", "-A", "-l=app.kubernetes.io/managed-by=kubectl-traceflow", "-o", "name"))
 }

@@ -74,7 +74,7 @@ func TestZZLabDownLeavesNothing(t *testing.T) {
 	}
 }
 
-func readLines(t *testing.T, path string) []string {
+func readLines(t testing.TB, path string) []string {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if os.IsNotExist(err) {
@@ -101,7 +101,7 @@ func glob(patterns ...string) []string {
 	return out
 }
 
-func grepFile(t *testing.T, path string, subs ...string) []string {
+func grepFile(t testing.TB, path string, subs ...string) []string {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {

@@ -1,0 +1,116 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"path/filepath"
+	"sort"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
+)
+
+// BenchmarkTimeToVerdict (issue 5, done-when 6) reports the median time to
+// a verdict in helper mode, intra- and inter-node, next to the floor: the
+// time to start a trivial host-network pod on a node and read its first log
+// line, which every helper-mode trace pays at least once. It measures and
+// reports; it asserts nothing about speed. Run it with
+//
+//	make bench-e2e      (go test -tags e2e -run '^$' -bench TimeToVerdict -benchtime 10x ./test/e2e)
+func BenchmarkTimeToVerdict(b *testing.B) {
+	if lab.setupErr != "" {
+		b.Skip(lab.setupErr)
+	}
+	f := getTraceFixture(b)
+	cs := benchClient(b)
+	cases := []struct {
+		name string
+		run  func() (time.Duration, error)
+	}{
+		{"floor-pod-first-log-line", func() (time.Duration, error) { return podFloor(cs, labNodes[0].name) }},
+		{"intra-node", func() (time.Duration, error) { return timeTrace(f.ns, "a", "c", "--tcp", "80") }},
+		{"inter-node", func() (time.Duration, error) { return timeTrace(f.ns, "a", "b", "--tcp", "80") }},
+	}
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
+			var ds []time.Duration
+			for range b.N {
+				d, err := c.run()
+				if err != nil {
+					b.Fatal(err)
+				}
+				ds = append(ds, d)
+			}
+			sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+			med := ds[len(ds)/2]
+			b.ReportMetric(float64(med.Milliseconds()), "median-ms")
+			b.ReportMetric(float64(ds[0].Milliseconds()), "min-ms")
+			b.ReportMetric(float64(ds[len(ds)-1].Milliseconds()), "max-ms")
+			b.Logf("%s: median %s over %d runs (min %s, max %s)", c.name, med, len(ds), ds[0], ds[len(ds)-1])
+		})
+	}
+}
+
+func benchClient(b *testing.B) kubernetes.Interface {
+	cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(stateDir(), "kubeconfig"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return kubernetes.NewForConfigOrDie(cfg)
+}
+
+func timeTrace(ns string, args ...string) (time.Duration, error) {
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	_, err := kubectl(ctx, append([]string{"traceflow", "-n", ns, "-o", "plain"}, args...)...)
+	return time.Since(start), err
+}
+
+// podFloor starts a host-network pod on node (like a helper pod), follows
+// its log until the first line, and deletes it.
+func podFloor(cs kubernetes.Interface, node string) (time.Duration, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	name := fmt.Sprintf("floor-%d", time.Now().UnixNano()%1000000)
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+		Spec: corev1.PodSpec{
+			NodeName: node, HostNetwork: true, RestartPolicy: corev1.RestartPolicyNever,
+			AutomountServiceAccountToken: ptr.To(false),
+			Containers: []corev1.Container{{Name: "w", Image: workloadImage, ImagePullPolicy: corev1.PullNever,
+				Args: []string{"serve"}}},
+		},
+	}
+	start := time.Now()
+	if _, err := cs.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		return 0, err
+	}
+	defer cs.CoreV1().Pods("default").Delete(context.Background(), name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))}) //nolint:errcheck
+	// Read the first line the fastest way there is, the way the plugin
+	// does: ask for the log until the kubelet serves it.
+	for {
+		rc, err := cs.CoreV1().Pods("default").GetLogs(name, &corev1.PodLogOptions{Follow: true}).Stream(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return 0, err
+			}
+			time.Sleep(50 * time.Millisecond) // the kubelet does not serve it yet; nothing to watch for
+			continue
+		}
+		ok := bufio.NewScanner(rc).Scan()
+		_ = rc.Close()
+		if !ok {
+			return 0, fmt.Errorf("pod %s printed nothing", name)
+		}
+		return time.Since(start), nil
+	}
+}
