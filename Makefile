@@ -60,7 +60,7 @@ bench-e2e: build ## time to verdict in the lab (helper mode, median of 10) next 
 	TRACEFLOW_KEEP_LAB=$${TRACEFLOW_KEEP_LAB:-1} go test -tags e2e -run '^$$' -bench TimeToVerdict -benchtime 10x -timeout 30m ./test/e2e
 
 .PHONY: test
-test: deps lint test-unit test-integration test-e2e ## everything CI runs: lint, unit, integration, e2e
+test: deps lint test-unit test-integration test-e2e krew ## everything CI runs: lint, unit, integration (OVS), e2e (lab), release and krew checks
 
 .PHONY: lab-up
 lab-up: build ## start the two-node lab cluster (idempotent); prints the KUBECONFIG export
