@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -41,7 +42,11 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-var seq uint32
+// seq feeds the traces' Random: concurrent traces (TestIntegrationIsolation)
+// call it from their own goroutines, and two traces that read the same
+// value would share a cookie and a controller id, and see each other's
+// packet-ins.
+var seq atomic.Uint32
 
 func common(n *ovstest.Node, tag uint8, out io.Writer, t *testing.T) engine.Common {
 	return engine.Common{
@@ -49,8 +54,7 @@ func common(n *ovstest.Node, tag uint8, out io.Writer, t *testing.T) engine.Comm
 		Out:  report.NewWriter(out, nil),
 		Logf: t.Logf,
 		Random: func() uint32 {
-			seq++
-			return seq * 7919
+			return seq.Add(1) * 7919
 		},
 	}
 }

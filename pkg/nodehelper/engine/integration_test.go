@@ -378,6 +378,69 @@ func TestIntegrationInterNodeGeneve(t *testing.T) {
 	}
 }
 
+// A CNI agent that reconciles the whole flow table (the lab's agent runs
+// `ovs-ofctl --bundle replace-flows` on every cluster event, and the
+// helper pods of a trace are such events) deletes the receiver's catch
+// flows while it waits for the probe. The receiver must put them back and
+// still report the probe: before, it waited in vain and the trace ended
+// with "the probe went into the tunnel ... but no receiver reported it".
+func TestIntegrationInterNodeAgentResync(t *testing.T) {
+	tn := newTwoNodes(t)
+	if err := tn.b.ServeTCP(tn.ctx, 80); err != nil {
+		t.Fatal(err)
+	}
+	if err := tn.a.DialTCP(tn.b.IP.String()+":80", 3*time.Second); err != nil {
+		t.Fatalf("pod-a cannot reach pod-b across the tunnel: %v", err)
+	}
+	const tag = 37
+	rbuf, rdone := receive(t, tn.n2, tag)
+	ready := parseLines(t, rbuf.String())[0]
+	catch := "cookie=" + ready.Ready.Cookie + "/0xffffffffffffff00"
+	if got := strings.Count(tn.n2.DumpFlows(catch), "cookie="); got != ready.Ready.Flows {
+		t.Fatalf("receiver ready with %d flows in the bridge, want %d", got, ready.Ready.Flows)
+	}
+	// Two resyncs, the second after the receiver has put its flows back.
+resyncs:
+	for i := 0; i < 2; i++ {
+		tn.n2.Resync()
+		deadline := time.Now().Add(2 * time.Second)
+		for strings.Count(tn.n2.DumpFlows(catch), "cookie=") < ready.Ready.Flows {
+			if time.Now().After(deadline) {
+				// Go on: the trace shows what this costs.
+				t.Errorf("resync %d deleted the receiver's catch flows and they did not come back", i+1)
+				break resyncs
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	spec := engine.TraceSpec{Common: common(tn.n1, tag, nil, t), SourcePod: tn.a.Ref(), Destination: tn.b.IP, Protocol: probe.TCP, DstPort: 80}
+	out, lines := traced(t, spec)
+	if out.ExitCode != engine.ExitOK {
+		t.Fatalf("sender exit code %d: %s", out.ExitCode, result(t, lines).Explanation.Summary)
+	}
+	var rout engine.Outcome
+	select {
+	case rout = <-rdone:
+	case <-time.After(10 * time.Second):
+		t.Fatal("receiver did not finish")
+	}
+	rlines := parseLines(t, rbuf.String())
+	rres := result(t, rlines)
+	if rout.ExitCode != engine.ExitOK {
+		t.Fatalf("receiver exit code %d: %s", rout.ExitCode, rres.Explanation.Summary)
+	}
+	robs := observations(rlines)
+	if robs[0].Action != report.ActionReceived {
+		t.Errorf("receiver's first observation %+v, want Received", robs[0])
+	}
+	if l := robs[len(robs)-1]; l.Action != report.ActionDelivered || l.Pod != "default/pod-b" {
+		t.Fatalf("receiver's last observation %+v, want Delivered to default/pod-b", l)
+	}
+	if flows := tn.n2.DumpFlows("cookie=0x7466000000000000/0xffff000000000000"); strings.Count(flows, "cookie=") > 0 {
+		t.Errorf("trace flows remain after the trace:\n%s", flows)
+	}
+}
+
 // Done-when 9: two traces with different tags at once on one bridge see
 // only their own packet-ins, and a background ping between two other pods
 // loses nothing meanwhile.

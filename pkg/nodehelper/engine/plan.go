@@ -26,6 +26,11 @@
 //   - After installing, the helper waits for a revalidator round, since
 //     cached datapath flows translated before the copies would carry the
 //     probe past them.
+//   - A CNI agent may replace the bridge's whole flow table on a resync,
+//     deleting the helper's flows (the lab's agent does on every cluster
+//     event, a trace's own helper pods included): every flow asks OVS for
+//     a flow-removed message, and the helper installs again the flows it
+//     still wants (restore.go).
 package engine
 
 import (

@@ -20,6 +20,10 @@ import (
 // copies of the path's flows, and resumes the packet, whose remaining
 // action, resubmit(,0), sends it through table 0 again: this time through
 // the copies, so that it reports hop by hop and goes where it would have.
+// (The catch flows are gone by then, so the resubmit cannot catch the
+// packet again.) Should the CNI's agent delete the catch flows while the
+// receiver waits (an agent that replaces the bridge's flows on every
+// resync does), the receiver puts them back (restore.go).
 func Receive(ctx context.Context, c Common) (Outcome, error) {
 	s, err := open(ctx, c)
 	if err != nil {
@@ -73,6 +77,7 @@ func Receive(ctx context.Context, c Common) (Outcome, error) {
 	if err := s.c.Out.Write(report.Line{Type: report.TypeObservation, Observation: &received}); err != nil {
 		return Outcome{}, err
 	}
+	s.forget(kindCatch)
 	del, _ := openflow.DeleteByCookie(s.of.NextXid(), s.cookie|kindCatch, ^uint64(0))
 	if err := s.of.Send(del); err != nil {
 		return Outcome{ExitCode: ExitSetup}, setupErr("remove catch flows: %w", err)
@@ -132,6 +137,7 @@ func (s *session) waitCatch(ctx context.Context, catch Plan) (openflow.PacketIn,
 			// matched in OpenFlow): let it go on without catching it again,
 			// then catch again.
 			s.ignored++
+			s.forget(kindCatch)
 			del, _ := openflow.DeleteByCookie(s.of.NextXid(), s.cookie|kindCatch, ^uint64(0))
 			if err := s.of.Send(del); err != nil {
 				return pin, false, err
@@ -142,6 +148,12 @@ func (s *session) waitCatch(ctx context.Context, catch Plan) (openflow.PacketIn,
 			_ = s.of.Send(openflow.Resume(s.of.NextXid(), pin))
 			if err := s.install(ctx, catch, false); err != nil {
 				return pin, false, err
+			}
+		case fr := <-s.of.FlowRemoved():
+			// The CNI's agent may have replaced the bridge's flows,
+			// catch flows included: put them back.
+			if err := s.onFlowRemoved(ctx, fr); err != nil {
+				return openflow.PacketIn{}, false, setupErr("%w", err)
 			}
 		case <-timer.C:
 			return openflow.PacketIn{}, false, nil

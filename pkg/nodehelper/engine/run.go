@@ -70,6 +70,9 @@ type session struct {
 	// ignored counts tagged packets that were not the probe (a reply
 	// whose DSCP the replier copied from the probe).
 	ignored int
+	// wanted holds the flows the trace wants in the bridge, by kind
+	// (restore.go).
+	wanted map[uint8][]sentFlow
 }
 
 // trace asks OVS for its trace of frame entering the bridge with the
@@ -159,6 +162,7 @@ func readTableNames(ctx context.Context, of *openflow.Session) (TableNames, erro
 // cleanup deletes every flow of the trace. It runs on every exit path;
 // hard_timeout covers a helper that is killed.
 func (s *session) cleanup() {
+	s.wanted = nil
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	msg, err := openflow.DeleteByCookie(s.of.NextXid(), s.cookie, cookieMask)
@@ -202,8 +206,20 @@ func (s *session) flowsOf(ctx context.Context, t ofproto.Trace) (map[uint8][]ope
 
 // install sends the plan's flows and waits for a barrier, so that an error
 // names the flow and nothing is reported ready before OVS has the flows.
+// Each flow asks OVS to say when it is removed, and the session remembers
+// it, so that flows someone else deletes come back (see restore.go).
 func (s *session) install(ctx context.Context, p Plan, revalidate bool) error {
 	for _, m := range p.FlowMods {
+		openflow.SetFlowModFlags(m, openflow.FlagSendFlowRem)
+	}
+	s.remember(p.FlowMods, time.Now())
+	return s.send(ctx, p.FlowMods, revalidate)
+}
+
+// send sends flow mods, waits for a barrier and, if revalidate, for OVS to
+// revalidate its datapath flow cache.
+func (s *session) send(ctx context.Context, msgs [][]byte, revalidate bool) error {
+	for _, m := range msgs {
 		setXid(m, s.of.NextXid())
 		if err := s.of.Send(m); err != nil {
 			return err

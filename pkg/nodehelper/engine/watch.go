@@ -107,6 +107,7 @@ func (s *session) catchers(ethType uint16) ([][]byte, error) {
 func (s *session) extend(ctx context.Context, p *path, pin openflow.PacketIn) error {
 	p.conts++
 	resume := func() { _ = s.of.Send(openflow.Resume(s.of.NextXid(), pin)) }
+	s.forget(kindCont)
 	del, _ := openflow.DeleteByCookie(s.of.NextXid(), s.cookie|kindCont, ^uint64(0))
 	tramp := openflow.NewFlow(s.of.NextXid(), 0, 0xffff, s.cookie|kindTramp, s.c.hardTimeout(), openflow.PktMarkField(markTramp),
 		append(openflow.SetFieldAction(openflow.PktMarkField(0)), openflow.ResubmitAction(pin.TableID)...))
@@ -278,6 +279,13 @@ func (s *session) watch(ctx context.Context, role report.Role, p *path, dst neti
 			hr := HopReport(i, h, s.names, true)
 			if err := emit(o, &hr); err != nil {
 				return Outcome{}, err
+			}
+		case fr := <-s.of.FlowRemoved():
+			// Another client deleted flows of the trace: put them back.
+			// Should the probe have passed meanwhile, it stops reporting
+			// and the stall check sends it again.
+			if err := s.onFlowRemoved(ctx, fr); err != nil {
+				return Outcome{ExitCode: ExitSetup}, setupErr("%w", err)
 			}
 		case <-deadline.C:
 			return s.finish(res, p, ExitTimeout, fmt.Sprintf(

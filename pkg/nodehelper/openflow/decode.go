@@ -190,3 +190,37 @@ func DecodeError(msg []byte) (*Error, error) {
 		Request: append([]byte(nil), msg[12:]...),
 	}, nil
 }
+
+// Reasons of an OFPT_FLOW_REMOVED (OpenFlow 1.5).
+const (
+	RemovedIdleTimeout = 0
+	RemovedHardTimeout = 1
+	RemovedDelete      = 2 // a DELETE flow mod, from any connection
+	RemovedGroupDelete = 3
+	RemovedMeterDelete = 4
+	RemovedEviction    = 5
+)
+
+// FlowRemoved is an OFPT_FLOW_REMOVED: which flow went, and why.
+type FlowRemoved struct {
+	Cookie   uint64
+	Priority uint16
+	Reason   uint8
+	TableID  uint8
+}
+
+// DecodeFlowRemoved reads the fixed part of an OpenFlow 1.5
+// OFPT_FLOW_REMOVED (the match and statistics that follow are not needed).
+// OpenFlow 1.5 reordered it: table_id, reason, priority, idle_timeout,
+// hard_timeout, then the cookie.
+func DecodeFlowRemoved(msg []byte) (FlowRemoved, error) {
+	if len(msg) < 24 || msg[0] != Version || msg[1] != typeFlowRemoved {
+		return FlowRemoved{}, fmt.Errorf("not an OpenFlow 1.5 flow-removed message (%d bytes)", len(msg))
+	}
+	return FlowRemoved{
+		TableID:  msg[8],
+		Reason:   msg[9],
+		Priority: binary.BigEndian.Uint16(msg[10:]),
+		Cookie:   binary.BigEndian.Uint64(msg[16:]),
+	}, nil
+}

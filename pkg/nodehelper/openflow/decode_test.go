@@ -3,6 +3,7 @@ package openflow
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/hex"
 	"net/netip"
 	"testing"
 
@@ -201,4 +202,39 @@ func FuzzParseOXM(f *testing.F) {
 		_, _ = DecodeMetadata(b)
 		_, _ = DecodeTableFeatures(b)
 	})
+}
+
+// The bytes of an OpenFlow 1.5 OFPT_FLOW_REMOVED; `ovs-ofctl ofp-print`
+// reads them as "priority=65534 reason=delete table_id=0
+// cookie:0x74662500001eef01 ... hard5".
+func TestDecodeFlowRemoved(t *testing.T) {
+	msg, err := hex.DecodeString("060b0028000000000002fffe0000000574662500001eef01" + // header, table 0, reason 2, priority, timeouts, cookie
+		"0001000400000000" + // empty match
+		"0000000400000000") // empty stats
+	if err != nil {
+		t.Fatal(err)
+	}
+	fr, err := DecodeFlowRemoved(msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := FlowRemoved{Cookie: 0x74662500001eef01, Priority: 65534, Reason: RemovedDelete, TableID: 0}
+	if fr != want {
+		t.Fatalf("got %+v, want %+v", fr, want)
+	}
+	if _, err := DecodeFlowRemoved(msg[:20]); err == nil {
+		t.Error("a short message decoded")
+	}
+}
+
+func TestFlowModFields(t *testing.T) {
+	m := NewFlow(7, 3, 100, 0x7466000000000001, 20, nil, nil)
+	SetFlowModFlags(m, FlagSendFlowRem)
+	SetFlowModHardTimeout(m, 9)
+	if FlowModCookie(m) != 0x7466000000000001 || FlowModHardTimeout(m) != 9 {
+		t.Fatalf("cookie %#x hard timeout %d", FlowModCookie(m), FlowModHardTimeout(m))
+	}
+	if m[44] != 0 || m[45] != FlagSendFlowRem {
+		t.Fatalf("flags bytes %x, want 0001", m[44:46])
+	}
 }

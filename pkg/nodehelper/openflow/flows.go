@@ -156,6 +156,23 @@ func DeleteStrict(xid uint32, table uint8, priority uint16, cookie uint64, match
 	})
 }
 
+// FlagSendFlowRem is OFPFF_SEND_FLOW_REM: OVS tells the controllers when
+// the flow is removed, and why (see Session.FlowRemoved).
+const FlagSendFlowRem = 1 << 0
+
+// SetFlowModFlags sets the flags of an OpenFlow 1.5 FLOW_MOD built by this
+// package.
+func SetFlowModFlags(m []byte, flags uint16) { binary.BigEndian.PutUint16(m[44:], flags) }
+
+// FlowModCookie returns the cookie of an OpenFlow 1.5 FLOW_MOD.
+func FlowModCookie(m []byte) uint64 { return binary.BigEndian.Uint64(m[8:]) }
+
+// FlowModHardTimeout returns the hard timeout of an OpenFlow 1.5 FLOW_MOD.
+func FlowModHardTimeout(m []byte) uint16 { return binary.BigEndian.Uint16(m[28:]) }
+
+// SetFlowModHardTimeout sets the hard timeout of an OpenFlow 1.5 FLOW_MOD.
+func SetFlowModHardTimeout(m []byte, seconds uint16) { binary.BigEndian.PutUint16(m[28:], seconds) }
+
 type flowModArgs struct {
 	cookie, cookieMask uint64
 	table, command     uint8

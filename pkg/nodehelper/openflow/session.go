@@ -19,6 +19,12 @@ type Session struct {
 	xid       atomic.Uint32
 	writeMu   sync.Mutex
 	packetIns chan PacketIn
+	// flowRemoved carries OFPT_FLOW_REMOVED messages (for flows added
+	// with FlagSendFlowRem); it is never closed: watch Done.
+	flowRemoved chan FlowRemoved
+	// frDropped is set once a flow-removed message found the queue full
+	// (every connection gets every trace's, and a sender stops reading).
+	frDropped bool
 
 	mu        sync.Mutex
 	waiters   map[uint32]chan reply
@@ -49,12 +55,13 @@ func Dial(ctx context.Context, socket string, controllerID uint16, logf func(str
 		logf = func(string, ...any) {}
 	}
 	s := &Session{
-		conn:      conn,
-		packetIns: make(chan PacketIn, 4096),
-		waiters:   map[uint32]chan reply{},
-		multipart: map[uint32][][]byte{},
-		closed:    make(chan struct{}),
-		logf:      logf,
+		conn:        conn,
+		packetIns:   make(chan PacketIn, 4096),
+		flowRemoved: make(chan FlowRemoved, 4096),
+		waiters:     map[uint32]chan reply{},
+		multipart:   map[uint32][][]byte{},
+		closed:      make(chan struct{}),
+		logf:        logf,
 	}
 	if err := s.handshake(ctx); err != nil {
 		_ = conn.Close()
@@ -138,6 +145,12 @@ func (s *Session) NextXid() uint32 { return s.nextXid() }
 // PacketIns delivers the decoded NXT_PACKET_IN2 messages for this session's
 // controller id. It is closed when the connection ends.
 func (s *Session) PacketIns() <-chan PacketIn { return s.packetIns }
+
+// FlowRemoved delivers the OFPT_FLOW_REMOVED messages OVS sends this
+// connection: for flows added with FlagSendFlowRem, whoever removed them
+// (OVS sends one to every connection, with the reason). The channel is
+// never closed: watch PacketIns or Done for the end of the connection.
+func (s *Session) FlowRemoved() <-chan FlowRemoved { return s.flowRemoved }
 
 // Done is closed when the connection has ended.
 func (s *Session) Done() <-chan struct{} { return s.closed }
@@ -249,6 +262,20 @@ func (s *Session) handle(msg []byte) {
 		case s.packetIns <- pin:
 		default:
 			s.logf("openflow: packet-in queue full, dropped one")
+		}
+	case msg[1] == typeFlowRemoved:
+		fr, err := DecodeFlowRemoved(msg)
+		if err != nil {
+			s.logf("openflow: %v", err)
+			return
+		}
+		select {
+		case s.flowRemoved <- fr:
+		default:
+			if !s.frDropped {
+				s.frDropped = true
+				s.logf("openflow: flow-removed queue full, dropping messages")
+			}
 		}
 	case msg[1] == typeError:
 		e, err := DecodeError(msg)

@@ -29,6 +29,7 @@ const (
 	typeEchoRequest  = 2
 	typeEchoReply    = 3
 	typeExperimenter = 4
+	typeFlowRemoved  = 11
 	typeFlowMod      = 14
 	typeMultipartReq = 18
 	typeMultipartRep = 19

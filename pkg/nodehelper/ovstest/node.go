@@ -38,6 +38,9 @@ type Node struct {
 	underlay
 	procs []*exec.Cmd
 	pods  []*Pod
+	// agentFlows are the flows the test's "CNI agent" programmed
+	// (Pipeline, DenyIngress): what Resync puts back.
+	agentFlows []string
 }
 
 var suffix = func() string {
@@ -234,4 +237,18 @@ func (n *Node) AddFlows(flows string) {
 func (n *Node) DumpFlows(filter ...string) string {
 	n.t.Helper()
 	return n.Ofctl("dump-flows", filter...)
+}
+
+// Resync does what a CNI agent that reconciles the whole flow table does
+// on every resync (the lab's agent on each cluster event; ovn-controller
+// after a reconnect): it replaces the bridge's flows with the ones it
+// programmed, in one bundle. Flows it did not program, a trace helper's
+// among them, are deleted; its own, unchanged, stay untouched.
+func (n *Node) Resync() {
+	n.t.Helper()
+	f := filepath.Join(n.Dir, "agent-flows.txt")
+	if err := os.WriteFile(f, []byte(strings.Join(n.agentFlows, "\n")+"\n"), 0o600); err != nil {
+		n.t.Fatal(err)
+	}
+	n.mustRun("ovs-ofctl", "-O", "OpenFlow15", "--bundle", "replace-flows", n.MgmtSocket(), f)
 }

@@ -100,6 +100,7 @@ func (n *Node) Pipeline(services ...Service) {
 	add("table=%d,priority=0,cookie=%#x,actions=goto_table:%d", TableConntrackCommit, CookieConntrack, TableOutput)
 	add("table=%d,priority=200,cookie=%#x,actions=output:NXM_NX_REG1[]", TableOutput, CookieOutput)
 	n.AddFlows(strings.Join(f, "\n") + "\n")
+	n.agentFlows = append(n.agentFlows, f...)
 }
 
 // DenyIngress adds a default-deny ingress drop for traffic to pod p in
@@ -108,5 +109,6 @@ func (n *Node) DenyIngress(p *Pod) string {
 	n.t.Helper()
 	flow := fmt.Sprintf("table=%d,priority=200,cookie=%#x,ip,reg1=%d,actions=drop", TableIngressDefaultRule, CookiePolicy, p.Ofport)
 	n.AddFlows(flow + "\n")
+	n.agentFlows = append(n.agentFlows, flow)
 	return flow
 }
