@@ -29,7 +29,6 @@ import (
 type traceResult struct {
 	verdict view.Verdict
 	reason  string
-	record  *traceflow.Traceflow
 	engine  engine.Decision
 }
 
@@ -59,7 +58,7 @@ func (o *TraceOptions) trace(ctx context.Context, c *Clients, res *resolve.Resul
 	if d.Mode == engine.Agent {
 		r := &agentmode.Runner{Records: c.Traceflows, Now: time.Now, Emit: emit}
 		ao, err := r.Run(ctx, tf, started, o.keep)
-		out.verdict, out.reason, out.record = ao.Verdict, ao.Reason, ao.Record
+		out.verdict, out.reason = ao.Verdict, ao.Reason
 		return out, err
 	}
 	if o.live {
@@ -93,7 +92,7 @@ func (o *TraceOptions) trace(ctx context.Context, c *Clients, res *resolve.Resul
 		Trace: tf.Name, View: started, Sender: res.Source.Node, Receivers: receivers,
 		SenderArgs: senderArgs(res, tf), Record: tf, RecordAsCR: d.RecordAsCR,
 	})
-	out.verdict, out.reason, out.record = ho.Verdict, ho.Reason, ho.Record
+	out.verdict, out.reason = ho.Verdict, ho.Reason
 	return out, err
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/muesli/termenv"
 	"golang.org/x/term"
 
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/traceflow"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/view"
 )
 
@@ -122,4 +123,11 @@ func (s *sink) summary(expect view.Expect) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return view.Summary(&s.model, expect)
+}
+
+// record is the structured output: the trace record as the model saw it.
+func (s *sink) record(base *traceflow.Traceflow) *traceflow.Traceflow {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return view.Record(&s.model, base)
 }

@@ -243,12 +243,12 @@ func (o *TraceOptions) Run(ctx context.Context) error {
 	if cerr := s.Close(); err == nil {
 		err = cerr
 	}
-	return o.finish(s, r, err)
+	return o.finish(s, tf, r, err)
 }
 
 // finish prints what the chosen format prints at the end, the one-line
 // summary, and turns the verdict into the exit code.
-func (o *TraceOptions) finish(s *sink, r traceResult, err error) error {
+func (o *TraceOptions) finish(s *sink, tf *traceflow.Traceflow, r traceResult, err error) error {
 	if r.verdict == "" { // the trace never started
 		return err
 	}
@@ -256,12 +256,8 @@ func (o *TraceOptions) finish(s *sink, r traceResult, err error) error {
 	switch o.format {
 	case outputJSON, outputYAML:
 		summaryTo = o.ErrOut
-		if r.record != nil {
-			rec := *r.record
-			rec.Annotations = mergeAnnotation(rec.Annotations, VerdictAnnotation, string(r.verdict))
-			if perr := o.print(o.Out, &rec, nil); perr != nil && err == nil {
-				err = perr
-			}
+		if perr := o.print(o.Out, s.record(tf), nil); perr != nil && err == nil {
+			err = perr
 		}
 	}
 	expect := view.Expect(o.expect)
@@ -274,18 +270,6 @@ func (o *TraceOptions) finish(s *sink, r traceResult, err error) error {
 		verr = fmt.Errorf("%w: %s", verr, r.reason)
 	}
 	return exitcode.Wrap(code, verr)
-}
-
-// VerdictAnnotation carries the verdict on the record printed by -o json|yaml.
-const VerdictAnnotation = "traceflow.kubectl-traceflow.io/verdict"
-
-func mergeAnnotation(m map[string]string, k, v string) map[string]string {
-	out := make(map[string]string, len(m)+1)
-	for key, val := range m {
-		out[key] = val
-	}
-	out[k] = v
-	return out
 }
 
 // request turns a resolution into the builder's input.

@@ -2,6 +2,7 @@ package view
 
 import (
 	"bytes"
+	"encoding/json"
 	"flag"
 	"os"
 	"path/filepath"
@@ -9,6 +10,9 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/traceflow"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -68,5 +72,27 @@ func TestPlainEscapesClusterStrings(t *testing.T) {
 	}
 	if escapeSeq.Match(buf.Bytes()) {
 		t.Fatalf("escape sequence from a node name reached the output: %q", buf.String())
+	}
+}
+
+func TestStructuredGolden(t *testing.T) {
+	base := &traceflow.Traceflow{
+		ObjectMeta: metav1.ObjectMeta{Name: "tf-pod-a-x7k2p", Labels: map[string]string{"app.kubernetes.io/managed-by": "kubectl-traceflow"}},
+		Spec: traceflow.Spec{Source: traceflow.Source{Namespace: "default", Pod: "pod-a"},
+			Destination: traceflow.Destination{Namespace: "default", Pod: "pod-b"}, Timeout: 20},
+	}
+	for name, updates := range scenarios {
+		t.Run(name, func(t *testing.T) {
+			m := build(updates, nil)
+			got, err := json.MarshalIndent(Record(m, base), "", "  ")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var back traceflow.Traceflow
+			if err := json.Unmarshal(got, &back); err != nil || back.Annotations[VerdictAnnotation] != string(m.Finished.Verdict) {
+				t.Fatalf("the JSON does not carry the verdict %s: %v", m.Finished.Verdict, err)
+			}
+			golden(t, "json-"+name+".json", append(got, '\n'))
+		})
 	}
 }

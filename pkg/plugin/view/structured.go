@@ -1,0 +1,56 @@
+package view
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/report"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/traceflow"
+)
+
+// VerdictAnnotation carries the verdict on the record that -o json|yaml prints.
+const VerdictAnnotation = "traceflow.kubectl-traceflow.io/verdict"
+
+// Record is the structured output: the trace record (spec and metadata from
+// base) with its status as the model saw it: phase, tag, start time and the
+// per-node results in path order; the verdict and, for a failure, its
+// reason. Like every renderer it only reads the model.
+func Record(m *Model, base *traceflow.Traceflow) *traceflow.Traceflow {
+	out := &traceflow.Traceflow{}
+	if base != nil {
+		*out = *base
+		out.Status = traceflow.Status{}
+	}
+	out.APIVersion, out.Kind = traceflow.APIVersion, traceflow.Kind
+	ann := make(map[string]string, len(out.Annotations)+1)
+	for k, v := range out.Annotations {
+		ann[k] = v
+	}
+	st := &out.Status
+	st.DataplaneTag = int8(m.Trace.Tag)
+	st.Phase = traceflow.PhaseRunning
+	if !m.Started.IsZero() {
+		t := metav1.NewTime(m.Started)
+		st.StartTime = &t
+	}
+	for _, n := range m.Nodes {
+		if len(n.Hops) == 0 {
+			continue
+		}
+		r := report.NodeResult{Node: n.Name, Role: n.Role, Timestamp: n.Hops[0].At.Unix()}
+		for _, h := range n.Hops {
+			r.Observations = append(r.Observations, h.Observation)
+		}
+		st.Results = append(st.Results, r)
+	}
+	if f := m.Finished; f != nil {
+		ann[VerdictAnnotation] = string(f.Verdict)
+		switch f.Verdict {
+		case Delivered, ForwardedOutOfNetwork, Dropped, Rejected:
+			st.Phase = traceflow.PhaseSucceeded
+		default:
+			st.Phase, st.Reason = traceflow.PhaseFailed, f.Reason
+		}
+	}
+	out.Annotations = ann
+	return out
+}
