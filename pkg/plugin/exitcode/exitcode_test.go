@@ -3,6 +3,10 @@ package exitcode
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -40,5 +44,35 @@ func TestWrapNilAndMessage(t *testing.T) {
 	}
 	if !errors.Is(err, base) {
 		t.Error("errors.Is does not see the wrapped error")
+	}
+}
+
+// TestREADMETableMatches keeps the README's exit-code table, which CI users
+// read, in step with the codes: one row per code, in order, nothing more.
+func TestREADMETableMatches(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, table, ok := strings.Cut(string(b), "## Exit codes")
+	if !ok {
+		t.Fatal("README has no Exit codes section")
+	}
+	var codes []int
+	for _, line := range strings.Split(table, "\n") {
+		if strings.HasPrefix(line, "## ") {
+			break
+		}
+		cells := strings.Split(line, "|")
+		if len(cells) < 3 {
+			continue
+		}
+		if n, err := strconv.Atoi(strings.TrimSpace(cells[1])); err == nil {
+			codes = append(codes, n)
+		}
+	}
+	want := []int{int(OK), int(Usage), int(Verdict), int(Timeout), int(Setup)}
+	if fmt.Sprint(codes) != fmt.Sprint(want) {
+		t.Fatalf("README lists exit codes %v, the code defines %v", codes, want)
 	}
 }
