@@ -198,6 +198,8 @@ type fakeRecords struct {
 	mu      sync.Mutex
 	objects map[string]*traceflow.Traceflow
 	updates int
+	// observations counts the observations of each status write, in order.
+	observations []int
 }
 
 func (r *fakeRecords) Create(_ context.Context, tf *traceflow.Traceflow) (*traceflow.Traceflow, error) {
@@ -231,6 +233,11 @@ func (r *fakeRecords) UpdateStatus(_ context.Context, tf *traceflow.Traceflow) (
 	}
 	c := clone(tf)
 	r.updates++
+	n := 0
+	for _, res := range tf.Status.Results {
+		n += len(res.Observations)
+	}
+	r.observations = append(r.observations, n)
 	c.ResourceVersion = fmt.Sprint(r.updates + 1)
 	r.objects[c.Name] = c
 	return clone(c), nil

@@ -70,9 +70,7 @@ func (t *tracer) onLine(ctx context.Context, m lineMsg) *ending {
 		hop := hopFrom(h.node, h.role, l)
 		t.hops = append(t.hops, view.TimedHop{Hop: hop, At: at})
 		t.r.Emit(view.Observed{At: view.At{Time: at}, Hop: hop})
-		if err := t.rec.add(ctx, h.node, h.role, *l.Observation, at); err != nil {
-			return &ending{view.Failed, err.Error(), apiFailure(err, "update", "traceflows/status", "")}
-		}
+		t.rec.add(h.node, h.role, *l.Observation, at)
 		if terminal(l.Observation.Action) {
 			t.end = &hop
 			// A helper's lines arrive in order, so the sender's own end is

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -14,24 +15,36 @@ import (
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/view"
 )
 
-// recorder keeps the trace record: always in memory (for -o json|yaml),
-// and as a Traceflow object when the plan says so, its status written
-// through the status subresource as the helpers report.
+// recorder keeps the trace record: always in memory (for the outcome),
+// and, when the plan says so, as a Traceflow object whose status follows
+// the helpers' reports. Writing the status once per hop would hold each
+// hop up by an API round trip (30 hops, seconds on a busy API server), so
+// a writer goroutine writes the latest results whenever they changed,
+// coalescing hops that arrive meanwhile; the final status is written last.
 type recorder struct {
 	client  traceflow.Client
-	tf      *traceflow.Traceflow
 	asCR    bool
 	keep    bool
 	created bool
-	byNode  map[string]*report.NodeResult
-	order   []string
+
+	mu     sync.Mutex // guards byNode and order
+	byNode map[string]*report.NodeResult
+	order  []string
+
+	// tf is the last written record; only the writer (and start and
+	// finish, outside its lifetime) touch it.
+	tf     *traceflow.Traceflow
+	dirty  chan struct{}
+	stop   chan struct{}
+	writer sync.WaitGroup
 }
 
 func newRecorder(c traceflow.Client, tf *traceflow.Traceflow, asCR, keep bool) *recorder {
 	if tf == nil {
 		tf = &traceflow.Traceflow{}
 	}
-	return &recorder{client: c, tf: clone(tf), asCR: asCR && c != nil, keep: keep, byNode: map[string]*report.NodeResult{}}
+	return &recorder{client: c, tf: clone(tf), asCR: asCR && c != nil, keep: keep,
+		byNode: map[string]*report.NodeResult{}, dirty: make(chan struct{}, 1), stop: make(chan struct{})}
 }
 
 func (r *recorder) start(ctx context.Context, tag uint8, now time.Time) error {
@@ -47,7 +60,31 @@ func (r *recorder) start(ctx context.Context, tag uint8, now time.Time) error {
 	}
 	r.created = true
 	got.Status = status
-	return r.push(ctx, got)
+	if err := r.push(ctx, got); err != nil {
+		return err
+	}
+	r.writer.Add(1)
+	go r.write(ctx)
+	return nil
+}
+
+// write writes the results whenever they changed, until stop.
+func (r *recorder) write(ctx context.Context) {
+	defer r.writer.Done()
+	for {
+		select {
+		case <-r.stop:
+			return
+		case <-ctx.Done():
+			return
+		case <-r.dirty:
+			tf := clone(r.tf)
+			tf.Status.Results = r.results()
+			// A failed update is not fatal here: the final write carries
+			// the whole status again, and its error is reported.
+			_ = r.push(ctx, tf)
+		}
+	}
 }
 
 // push writes tf's status and keeps what the server returned, so the next
@@ -65,7 +102,9 @@ func (r *recorder) push(ctx context.Context, tf *traceflow.Traceflow) error {
 	return nil
 }
 
-func (r *recorder) add(ctx context.Context, node string, role report.Role, o report.Observation, at time.Time) error {
+// add records an observation of node; the writer picks it up.
+func (r *recorder) add(node string, role report.Role, o report.Observation, at time.Time) {
+	r.mu.Lock()
 	nr := r.byNode[node]
 	if nr == nil {
 		nr = &report.NodeResult{Node: node, Role: role, Timestamp: at.Unix()}
@@ -73,26 +112,35 @@ func (r *recorder) add(ctx context.Context, node string, role report.Role, o rep
 		r.order = append(r.order, node)
 	}
 	nr.Observations = append(nr.Observations, o)
-	tf := clone(r.tf)
-	tf.Status.Results = r.results()
-	return r.push(ctx, tf)
+	r.mu.Unlock()
+	select {
+	case r.dirty <- struct{}{}:
+	default: // a write is already due; it will carry this one too
+	}
 }
 
 // results are the per-node results, sender first, in the order nodes
 // first reported.
 func (r *recorder) results() []report.NodeResult {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	out := make([]report.NodeResult, 0, len(r.order))
 	for _, n := range r.order {
-		if r.byNode[n].Role == report.RoleSender {
-			out = append([]report.NodeResult{*r.byNode[n]}, out...)
+		nr := *r.byNode[n]
+		nr.Observations = append([]report.Observation(nil), nr.Observations...)
+		if nr.Role == report.RoleSender {
+			out = append([]report.NodeResult{nr}, out...)
 		} else {
-			out = append(out, *r.byNode[n])
+			out = append(out, nr)
 		}
 	}
 	return out
 }
 
+// finish stops the writer and writes the final phase and results.
 func (r *recorder) finish(ctx context.Context, v view.Verdict, reason string) error {
+	close(r.stop)
+	r.writer.Wait()
 	tf := clone(r.tf)
 	tf.Status.Results = r.results()
 	switch v {
