@@ -42,7 +42,9 @@ func newSink(format string, explain, color bool, out io.Writer, now func() time.
 		if color {
 			profile = termenv.ANSI256
 		}
-		s.live = view.NewLive(terminalWidth(out), profile, explain)
+		w, h := terminalSize(out)
+		// Leave room below the frame for the summary line and a prompt.
+		s.live = view.NewLive(w, max(h-3, 0), profile, explain)
 		s.screen = &view.Screen{W: out}
 		s.done.Add(1)
 		go s.tick()
@@ -104,18 +106,22 @@ func (s *sink) Close() error {
 	return s.err
 }
 
-// terminalWidth is the width of the terminal out writes to, else COLUMNS,
-// else 80.
-func terminalWidth(out io.Writer) int {
+// terminalSize is the size of the terminal out writes to, else COLUMNS and
+// LINES, else 80 columns and no height limit (0).
+func terminalSize(out io.Writer) (width, height int) {
 	if f, ok := out.(*os.File); ok {
-		if w, _, err := term.GetSize(int(f.Fd())); err == nil && w > 0 {
-			return w
+		if w, h, err := term.GetSize(int(f.Fd())); err == nil && w > 0 {
+			return w, h
 		}
 	}
+	width = 80
 	if c, err := strconv.Atoi(os.Getenv("COLUMNS")); err == nil && c > 0 {
-		return c
+		width = c
 	}
-	return 80
+	if l, err := strconv.Atoi(os.Getenv("LINES")); err == nil && l > 0 {
+		height = l
+	}
+	return width, height
 }
 
 // summary is the one line a CI log reader looks for.

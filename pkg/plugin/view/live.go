@@ -18,7 +18,12 @@ import (
 // Frames are pure functions of the model, the width, the time and the
 // spinner step, so tests can pin every one of them.
 type Live struct {
-	Width   int
+	Width int
+	// Height is the number of rows the frame may use (0: no limit). A
+	// frame taller than the terminal would scroll, and Screen could no
+	// longer redraw it in place; runs of plain forwarding hops are then
+	// folded into one row each.
+	Height  int
 	Explain bool
 	styles  styles
 }
@@ -30,7 +35,7 @@ type styles struct {
 
 // NewLive returns a live renderer for a terminal of width columns with the
 // given colour profile (termenv.Ascii for no colour).
-func NewLive(width int, profile termenv.Profile, explain bool) *Live {
+func NewLive(width, height int, profile termenv.Profile, explain bool) *Live {
 	r := lipgloss.NewRenderer(io.Discard)
 	r.SetColorProfile(profile)
 	r.SetHasDarkBackground(true)
@@ -48,7 +53,7 @@ func NewLive(width int, profile termenv.Profile, explain bool) *Live {
 	if width < 40 {
 		width = 40
 	}
-	return &Live{Width: width, Explain: explain, styles: s}
+	return &Live{Width: width, Height: height, Explain: explain, styles: s}
 }
 
 var spinner = []string{"⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"}
@@ -70,21 +75,18 @@ func (l *Live) Frame(m *Model, now time.Time, step int) string {
 		lines = append(lines, s.warn.Render("! ")+where+esc(w.Message))
 	}
 	lines = append(lines, "")
-	for i, n := range m.Nodes {
-		role := strings.ToLower(string(n.Role))
-		lines = append(lines, s.node.Render("● "+esc(n.Name))+s.dim.Render(" "+role+nodeState(n)))
-		for _, h := range n.Hops {
-			lines = append(lines, l.hopLines(m, h)...)
-		}
-		if i < len(m.Nodes)-1 {
-			lines = append(lines, s.dim.Render("│"))
-		}
-	}
+	path := l.path(m, false)
+	var tail string
 	if m.Finished == nil {
-		lines = append(lines, "", s.warn.Render(spinner[step%len(spinner)])+" "+waitingFor(m)+s.dim.Render(" "+fmtDur(sub(now, m.Started))))
+		tail = s.warn.Render(spinner[step%len(spinner)]) + " " + waitingFor(m) + s.dim.Render(" "+fmtDur(sub(now, m.Started)))
 	} else {
-		lines = append(lines, "", l.banner(m))
+		tail = l.banner(m)
 	}
+	if l.Height > 0 && len(lines)+len(path)+1+strings.Count(tail, "\n")+1 > l.Height {
+		path = l.path(m, true)
+	}
+	lines = append(lines, path...)
+	lines = append(lines, "", tail)
 	// Split again (the banner spans lines) and cut every line to the width,
 	// so nothing wraps and Screen can redraw in place.
 	rows := strings.Split(strings.Join(lines, "\n"), "\n")
@@ -92,6 +94,53 @@ func (l *Live) Frame(m *Model, now time.Time, step int) string {
 		rows[i] = ansi.Truncate(row, l.Width, "…")
 	}
 	return strings.Join(rows, "\n") + "\n"
+}
+
+// path renders the nodes and their hops; fold folds every run of three or
+// more plain forwarding hops (no detail worth a row) into one row.
+func (l *Live) path(m *Model, fold bool) []string {
+	s := l.styles
+	var lines []string
+	for i, n := range m.Nodes {
+		role := strings.ToLower(string(n.Role))
+		lines = append(lines, s.node.Render("● "+esc(n.Name))+s.dim.Render(" "+role+nodeState(n)))
+		for j := 0; j < len(n.Hops); {
+			k := j
+			for fold && k < len(n.Hops) && plain(n.Hops[k].Observation) {
+				k++
+			}
+			if k-j >= 3 {
+				var tables []string
+				for _, h := range n.Hops[j:k] {
+					tables = append(tables, esc(tableLabel(h.Hop)))
+				}
+				lines = append(lines, s.dim.Render(fmt.Sprintf("│  %d hops forwarded: %s", k-j, strings.Join(tables, " › "))))
+				j = k
+				continue
+			}
+			lines = append(lines, l.hopLines(m, n.Hops[j])...)
+			j++
+		}
+		if i < len(m.Nodes)-1 {
+			lines = append(lines, s.dim.Render("│"))
+		}
+	}
+	return lines
+}
+
+// plain reports whether a hop says nothing beyond "forwarded".
+func plain(o report.Observation) bool {
+	return o.Action.Normalize() == report.ActionForwarded && details(o) == ""
+}
+
+func tableLabel(h Hop) string {
+	if h.Observation.ComponentInfo != "" {
+		return h.Observation.ComponentInfo
+	}
+	if h.TableName != "" {
+		return h.TableName
+	}
+	return fmt.Sprint(h.TableID)
 }
 
 func nodeState(n *NodeState) string {

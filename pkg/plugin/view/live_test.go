@@ -8,6 +8,8 @@ import (
 
 	"github.com/charmbracelet/x/ansi"
 	"github.com/muesli/termenv"
+
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/report"
 )
 
 const testWidth = 80
@@ -17,7 +19,7 @@ const testWidth = 80
 func TestLiveGolden(t *testing.T) {
 	for name, updates := range scenarios {
 		t.Run(name, func(t *testing.T) {
-			l := NewLive(testWidth, termenv.Ascii, false)
+			l := NewLive(testWidth, 0, termenv.Ascii, false)
 			var buf bytes.Buffer
 			step := 0
 			build(updates, func(m *Model, u Update) {
@@ -36,7 +38,7 @@ func TestLiveGolden(t *testing.T) {
 }
 
 func TestLiveColourProfileGolden(t *testing.T) {
-	l := NewLive(testWidth, termenv.ANSI256, true)
+	l := NewLive(testWidth, 0, termenv.ANSI256, true)
 	m := build(scenarios["networkpolicy-drop"], nil)
 	f := l.Frame(m, m.Finished.Time, 0)
 	if !strings.Contains(f, "\x1b[") {
@@ -47,7 +49,7 @@ func TestLiveColourProfileGolden(t *testing.T) {
 
 func TestLiveNoColourHasNoEscapes(t *testing.T) {
 	for name, updates := range scenarios {
-		l := NewLive(testWidth, termenv.Ascii, true)
+		l := NewLive(testWidth, 0, termenv.Ascii, true)
 		m := build(updates, nil)
 		if f := l.Frame(m, m.Finished.Time, 3); strings.Contains(f, "\x1b") {
 			t.Errorf("%s: colourless frame contains an escape: %q", name, f)
@@ -56,7 +58,7 @@ func TestLiveNoColourHasNoEscapes(t *testing.T) {
 }
 
 func TestLiveNarrowTerminalTruncates(t *testing.T) {
-	l := NewLive(40, termenv.ANSI256, true)
+	l := NewLive(40, 0, termenv.ANSI256, true)
 	m := build(scenarios["inter-node-delivered"], nil)
 	for _, line := range strings.Split(strings.TrimSuffix(l.Frame(m, m.Finished.Time, 0), "\n"), "\n") {
 		if w := ansi.StringWidth(line); w > 40 {
@@ -66,7 +68,7 @@ func TestLiveNarrowTerminalTruncates(t *testing.T) {
 }
 
 func TestLiveEscapesClusterStrings(t *testing.T) {
-	l := NewLive(testWidth, termenv.Ascii, false)
+	l := NewLive(testWidth, 0, termenv.Ascii, false)
 	m := &Model{}
 	m.Apply(HelperWaiting{At: at(1), Node: "n\x1b[2J", Reason: "x"})
 	if f := l.Frame(m, t0, 0); strings.Contains(f, "\x1b") {
@@ -96,5 +98,30 @@ func TestScreenRedrawsInPlace(t *testing.T) {
 	}
 	if !strings.HasSuffix(buf.String(), "\x1b[?25h") {
 		t.Error("Close does not show the cursor again")
+	}
+}
+
+// A frame taller than the terminal would scroll instead of redrawing in
+// place: plain forwarding hops fold so that it fits.
+func TestLiveFitsTheTerminalHeight(t *testing.T) {
+	var updates []Update
+	updates = append(updates, scenarios["inter-node-delivered"][:6]...)
+	for i := range 30 {
+		updates = append(updates, Observed{At: at(872 + float64(i)/10), Hop: hop(n1, report.RoleSender, i, fmt.Sprintf("T%d", i),
+			report.Observation{Component: report.ComponentForwarding, ComponentInfo: fmt.Sprintf("T%d", i), Action: report.ActionForwarded}, "")})
+	}
+	updates = append(updates, scenarios["inter-node-delivered"][6:]...)
+	m := build(updates, nil)
+	l := NewLive(testWidth, 20, termenv.Ascii, false)
+	f := l.Frame(m, m.Finished.Time, 0)
+	if n := strings.Count(f, "\n"); n > 20 {
+		t.Fatalf("frame of %d rows for a 20-row terminal:\n%s", n, f)
+	}
+	if !strings.Contains(f, "31 hops forwarded: T0 › T1") || !strings.Contains(f, "tunnel 192.168.77.12") || !strings.Contains(f, "DELIVERED") {
+		t.Errorf("folded frame lost what matters:\n%s", f)
+	}
+	golden(t, "live-folded.txt", []byte(f))
+	if unfolded := NewLive(testWidth, 0, termenv.Ascii, false).Frame(m, m.Finished.Time, 0); strings.Contains(unfolded, "hops forwarded") {
+		t.Error("folded without a height limit")
 	}
 }
