@@ -46,6 +46,10 @@ type options struct {
 	cfg                                                        agent.Config
 }
 
+// agentCookie marks every flow the agent installs ("la", lab agent), so a
+// resync replaces exactly those.
+const agentCookie = "0x6c61000000000000"
+
 func main() {
 	if err := run(); err != nil {
 		log.Fatalf("lab-agent: %v", err)
@@ -167,6 +171,8 @@ type agentState struct {
 	slices     discoverylisters.EndpointSliceLister
 	nps        networkinglisters.NetworkPolicyLister
 	lastGroups map[int]bool
+	// tookOver: the first sync, which clears the bridge, is done.
+	tookOver bool
 }
 
 func (a *agentState) trigger() {
@@ -371,14 +377,27 @@ func (a *agentState) sync(ctx context.Context) error {
 			return err
 		}
 	}
+	// Replace only the agent's own flows, found by its cookie, in one
+	// bundle, as Antrea does: flows that others installed (a trace's
+	// observation flows) stay. replace-flows would delete them on every
+	// pod event, traces' own helper pods included.
+	lines := []string{"delete cookie=" + agentCookie + "/-1"}
+	if !a.tookOver {
+		// The first sync takes the bridge over: whatever an earlier agent
+		// binary left (other cookies, other flows) goes.
+		lines[0] = "delete"
+	}
+	for _, fl := range agent.Flows(a.o.cfg, st) {
+		lines = append(lines, "add cookie="+agentCookie+","+fl)
+	}
 	file := filepath.Join(a.o.stateDir, "flows.txt")
-	if err := os.WriteFile(file+".tmp", []byte(strings.Join(agent.Flows(a.o.cfg, st), "\n")+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(file+".tmp", []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
 		return err
 	}
 	if err := os.Rename(file+".tmp", file); err != nil {
 		return err
 	}
-	if _, err := ovs("ovs-ofctl", "-O", "OpenFlow15", "--bundle", "replace-flows", a.o.bridge, file); err != nil {
+	if _, err := ovs("ovs-ofctl", "-O", "OpenFlow15", "--bundle", "add-flows", a.o.bridge, file); err != nil {
 		return err
 	}
 	for id := range a.lastGroups {
@@ -389,5 +408,6 @@ func (a *agentState) sync(ctx context.Context) error {
 		}
 	}
 	a.lastGroups = groups
+	a.tookOver = true
 	return nil
 }
