@@ -26,7 +26,10 @@ func FuzzCommandLine(f *testing.F) {
 	}
 	objs := demoCluster()
 	f.Fuzz(func(t *testing.T, src, dst, flags string) {
-		args := append([]string{src, dst}, strings.Fields(flags)...)
+		// --dry-run last, so that no input reaches a real trace against the
+		// fake cluster (whose pods never run): parsing and resolution are
+		// what is fuzzed.
+		args := append(append([]string{src, dst}, strings.Fields(flags)...), "--dry-run")
 		res := runCommand(t, args, objs...)
 		if w := res.writes(); len(w) > 0 {
 			t.Fatalf("%q created something: %v", args, w)
@@ -36,10 +39,6 @@ func FuzzCommandLine(f *testing.F) {
 		case exitcode.Usage:
 			if res.err.Error() == "" {
 				t.Fatalf("%q: usage error without a message", args)
-			}
-		case exitcode.Setup:
-			if !strings.Contains(res.err.Error(), "not available in this build") {
-				t.Fatalf("%q: unexpected setup failure against a fake cluster: %v", args, res.err)
 			}
 		default:
 			t.Fatalf("%q: exit code %d: %v", args, code, res.err)

@@ -20,7 +20,7 @@ import (
 )
 
 // Output formats. An unset -o means live on a terminal and plain
-// otherwise; the live view renders plain until it exists.
+// otherwise.
 const (
 	outputPlain = "plain"
 	outputJSON  = "json"
