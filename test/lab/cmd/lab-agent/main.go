@@ -38,6 +38,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kubectl-traceflow/kubectl-traceflow/test/lab/agent"
+	"github.com/kubectl-traceflow/kubectl-traceflow/test/lab/ovsjson"
 )
 
 type options struct {
@@ -279,26 +280,10 @@ func localPorts() ([]ovsRow, error) {
 		var r ovsRow
 		_ = json.Unmarshal(d[0], &r.name)
 		_ = json.Unmarshal(d[1], &r.ofport)
-		r.ids = ovsMap(d[2])
+		r.ids = ovsjson.Map(d[2])
 		rows = append(rows, r)
 	}
 	return rows, nil
-}
-
-func ovsMap(raw json.RawMessage) map[string]string {
-	var m []json.RawMessage
-	out := map[string]string{}
-	if json.Unmarshal(raw, &m) != nil || len(m) != 2 {
-		return out
-	}
-	var pairs [][2]string
-	if json.Unmarshal(m[1], &pairs) != nil {
-		return out
-	}
-	for _, kv := range pairs {
-		out[kv[0]] = kv[1]
-	}
-	return out
 }
 
 // underlayMAC is the MAC every lab node gives its underlay bridge, derived

@@ -19,6 +19,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/kubectl-traceflow/kubectl-traceflow/test/lab/ovsjson"
 )
 
 func main() {
@@ -202,25 +204,8 @@ func ovsPorts(args []string) error {
 		out.Bridges = append(out.Bridges, b.Name)
 	}
 	for _, p := range resp.Result[1].Rows {
-		ids := ovsMap(p.ExternalIDs)
+		ids := ovsjson.Map(p.ExternalIDs)
 		out.Ports = append(out.Ports, port{Name: p.Name, PodName: ids["pod-name"], PodNamespace: ids["pod-namespace"]})
 	}
 	return json.NewEncoder(os.Stdout).Encode(out)
-}
-
-// ovsMap decodes OVSDB's ["map", [[k, v], ...]] encoding.
-func ovsMap(raw json.RawMessage) map[string]string {
-	var m []json.RawMessage
-	out := map[string]string{}
-	if json.Unmarshal(raw, &m) != nil || len(m) != 2 {
-		return out
-	}
-	var pairs [][2]string
-	if json.Unmarshal(m[1], &pairs) != nil {
-		return out
-	}
-	for _, kv := range pairs {
-		out[kv[0]] = kv[1]
-	}
-	return out
 }

@@ -1,11 +1,11 @@
-package main
+package ovsjson
 
 import (
 	"encoding/json"
 	"testing"
 )
 
-func TestOVSMap(t *testing.T) {
+func TestMap(t *testing.T) {
 	tests := []struct {
 		name, raw string
 		want      map[string]string
@@ -16,7 +16,7 @@ func TestOVSMap(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got := ovsMap(json.RawMessage(tc.raw))
+			got := Map(json.RawMessage(tc.raw))
 			if len(got) != len(tc.want) {
 				t.Fatalf("got %v, want %v", got, tc.want)
 			}
