@@ -362,6 +362,60 @@ func waitLine(t testing.TB, lines <-chan string, d time.Duration, subs ...string
 	}
 }
 
+// waitLines waits until, for each group, a line holding all its parts has
+// appeared, in any order.
+func waitLines(t testing.TB, lines <-chan string, d time.Duration, groups ...[]string) {
+	t.Helper()
+	seen := make([]bool, len(groups))
+	left := len(groups)
+	timer := time.After(d)
+	for left > 0 {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatalf("output ended before lines with %q", groups)
+			}
+			for i, g := range groups {
+				all := true
+				for _, sub := range g {
+					all = all && strings.Contains(l, sub)
+				}
+				if all && !seen[i] {
+					seen[i], left = true, left-1
+				}
+			}
+		case <-timer:
+			t.Fatalf("not all of %q within %s", groups, d)
+		}
+	}
+}
+
+// helpersAndFlowsGone says what is left of traces on the nodes: helper
+// pods the kubelets still run (a pod deleted from the API may still have
+// its container started; once the kubelet has let it go, none can start
+// any more) and flows with a trace's cookie.
+func helpersAndFlowsGone(t testing.TB) error {
+	for _, n := range labNodes {
+		raw, err := kubectl(context.Background(), "get", "--raw", "/api/v1/nodes/"+n.name+"/proxy/pods")
+		if err != nil {
+			return err
+		}
+		var pods corev1.PodList
+		if err := json.Unmarshal([]byte(raw), &pods); err != nil {
+			return err
+		}
+		for _, p := range pods.Items {
+			if p.Labels["app.kubernetes.io/managed-by"] == "kubectl-traceflow" {
+				return fmt.Errorf("kubelet on %s still runs helper pod %s", n.name, p.Name)
+			}
+		}
+		if fl := traceFlows(t, n.name); fl != "" {
+			return fmt.Errorf("trace flows on %s: %s", n.name, fl)
+		}
+	}
+	return nil
+}
+
 func helperPods(t testing.TB) string {
 	t.Helper()
 	return strings.TrimSpace(mustKubectl(t, "get", "pods", "-A", "-l=app.kubernetes.io/managed-by=kubectl-traceflow", "-o", "name"))
@@ -370,7 +424,8 @@ func helperPods(t testing.TB) string {
 // SIGINT mid-trace: helper pods are gone within 5 s.
 func TestTraceInterruptRemovesHelpers(t *testing.T) {
 	f := getTraceFixture(t)
-	cmd, lines := startTrace(t, "-n", f.ns, "a", "b", "--tcp", "80", "-o", "plain")
+	const timeout = 5 * time.Second
+	cmd, lines := startTrace(t, "-n", f.ns, "a", "b", "--tcp", "80", "-o", "plain", "--timeout", "5s")
 	// Both helper pods exist (the plugin says "scheduled" once a pod is
 	// created) and the trace is far from done: their containers take most
 	// of a second to start. A later point (a helper's ready line) races
@@ -389,6 +444,11 @@ func TestTraceInterruptRemovesHelpers(t *testing.T) {
 		return nil
 	})
 	t.Logf("helper pods gone %s after SIGINT", time.Since(start).Round(time.Millisecond))
+	// A helper whose container was still being created may yet run and
+	// install flows; none may outlive the trace's timeout.
+	eventually(t, timeout+3*time.Second-time.Since(start), "helpers gone and trace flows expired", func() error {
+		return helpersAndFlowsGone(t)
+	})
 	assertNothingLeft(t)
 }
 
@@ -398,7 +458,9 @@ func TestTraceKilledThenCleanup(t *testing.T) {
 	f := getTraceFixture(t)
 	const timeout = 5 * time.Second
 	cmd, lines := startTrace(t, "-n", f.ns, "a", "b", "--tcp", "80", "-o", "plain", "--timeout", "5s")
-	waitLine(t, lines, 60*time.Second, "waiting", "role=Sender", "scheduled")
+	// Both helper containers run (the sender waits for its go, the receiver
+	// is ready), so no helper process can start after the kill.
+	waitLines(t, lines, 60*time.Second, []string{"role=Sender", "waiting for the receivers"}, []string{"ready", "role=Receiver"})
 	killed := time.Now()
 	if err := cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
@@ -409,13 +471,11 @@ func TestTraceKilledThenCleanup(t *testing.T) {
 	if !strings.Contains(out, "removed pod") || !strings.Contains(out, "removed lease") {
 		t.Errorf("cleanup after SIGKILL removed no helper pod or tag claim:\n%s", out)
 	}
-	eventually(t, timeout+time.Second+2*time.Second-time.Since(killed), "trace flows expiring", func() error {
-		for _, n := range labNodes {
-			if fl := traceFlows(t, n.name); fl != "" {
-				return fmt.Errorf("on %s: %s", n.name, fl)
-			}
-		}
-		return nil
+	// Helpers still starting when the plugin died may install flows after
+	// the kill; the promise is that none outlives the trace's timeout. So
+	// wait until no helper process runs any more and no trace flow is left.
+	eventually(t, timeout+time.Second+2*time.Second-time.Since(killed), "helpers gone and trace flows expired", func() error {
+		return helpersAndFlowsGone(t)
 	})
 	t.Logf("flows gone %s after SIGKILL (trace timeout %s)", time.Since(killed).Round(time.Millisecond), timeout)
 	assertNothingLeft(t)
