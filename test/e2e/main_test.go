@@ -112,9 +112,7 @@ func requireLab(t testing.TB) {
 // that `kubectl traceflow` finds the built plugin.
 func kubectl(ctx context.Context, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, "kubectl", args...)
-	cmd.Env = append(os.Environ(),
-		"KUBECONFIG="+filepath.Join(stateDir(), "kubeconfig"),
-		"PATH="+filepath.Join(repoRoot(), "bin")+":"+os.Getenv("PATH"))
+	cmd.Env = kubectlEnv()
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()

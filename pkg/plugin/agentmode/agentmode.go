@@ -30,11 +30,10 @@ type Runner struct {
 	Slack time.Duration
 }
 
-// Outcome is how the trace ended and the final record.
+// Outcome is how the trace ended.
 type Outcome struct {
 	Verdict view.Verdict
 	Reason  string
-	Record  *traceflow.Traceflow
 }
 
 // Run creates tf and follows it to its end.
@@ -60,7 +59,6 @@ func (r *Runner) Run(ctx context.Context, tf *traceflow.Traceflow, started view.
 	if err != nil {
 		return out, apiFailure(err, "create")
 	}
-	out.Record = created
 	defer func() {
 		if keep {
 			return
@@ -75,7 +73,7 @@ func (r *Runner) Run(ctx context.Context, tf *traceflow.Traceflow, started view.
 	r.Emit(started)
 
 	f := &follower{r: r, seen: map[string]int{}}
-	out.Verdict, out.Reason, err = f.loop(ctx, w, &out)
+	out.Verdict, out.Reason, err = f.loop(ctx, w)
 	r.Emit(view.Finished{At: view.At{Time: r.Now()}, Verdict: out.Verdict, Reason: out.Reason})
 	return out, err
 }
@@ -87,7 +85,7 @@ type follower struct {
 	running bool
 }
 
-func (f *follower) loop(ctx context.Context, w watch.Interface, out *Outcome) (view.Verdict, string, error) {
+func (f *follower) loop(ctx context.Context, w watch.Interface) (view.Verdict, string, error) {
 	for {
 		select {
 		case <-ctx.Done():
@@ -115,7 +113,6 @@ func (f *follower) loop(ctx context.Context, w watch.Interface, out *Outcome) (v
 			if e.Type == watch.Deleted {
 				return view.Failed, "deleted", exitcode.Errorf(exitcode.Setup, "Traceflow %s was deleted before it finished", tf.Name)
 			}
-			out.Record = tf
 			f.emitNew(tf)
 			switch tf.Status.Phase {
 			case traceflow.PhaseRunning:

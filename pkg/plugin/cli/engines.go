@@ -29,7 +29,6 @@ import (
 type traceResult struct {
 	verdict view.Verdict
 	reason  string
-	engine  engine.Decision
 }
 
 // trace chooses the engine and runs the trace, feeding updates to emit.
@@ -46,7 +45,7 @@ func (o *TraceOptions) trace(ctx context.Context, c *Clients, res *resolve.Resul
 	if err != nil {
 		return traceResult{}, err
 	}
-	out := traceResult{engine: d}
+	var out traceResult
 	if o.format == outputJSON || o.format == outputYAML {
 		// Structured output goes to stdout; the engine line, for people, to stderr.
 		_, _ = fmt.Fprintln(o.ErrOut, d.String())

@@ -112,14 +112,10 @@ type Model struct {
 	Nodes      []*NodeState
 	Finished   *Finished
 	Warnings   []Warning
-	// Events is every update in arrival order, for the plain renderer and
-	// for replaying intermediate frames in tests.
-	Events []Update
 }
 
 // Apply folds u into the model.
 func (m *Model) Apply(u Update) {
-	m.Events = append(m.Events, u)
 	switch u := u.(type) {
 	case TraceStarted:
 		m.Trace = u
