@@ -80,4 +80,8 @@ type Observation struct {
 	EgressIP          string    `json:"egressIP,omitempty"`
 	EgressNode        string    `json:"egressNode,omitempty"`
 	SrcPodIP          string    `json:"srcPodIP,omitempty"`
+	// Inferred is true where the real probe was not seen at this hop and
+	// only OVS's trace (or another prediction) accounts for it. Antrea's
+	// schema has no such field; the plugin's own CRD carries it.
+	Inferred bool `json:"inferred,omitempty"`
 }
