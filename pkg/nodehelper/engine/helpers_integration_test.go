@@ -164,7 +164,7 @@ func equalInts(a, b []int) bool {
 
 func probeFor(t *testing.T, src *ovstest.Pod, dstIP netip.Addr, dstMAC string, proto probe.Protocol, port uint16, tag uint8) []byte {
 	t.Helper()
-	s := probe.Spec{SrcMAC: src.HWAddr(), SrcIP: src.IP, DstIP: dstIP, Protocol: proto, DstPort: port, Tag: tag, ICMPID: uint16(tag), ICMPSeq: 1}
+	s := probe.Spec{SrcMAC: src.HWAddr(), SrcIP: src.IP, DstIP: dstIP, Protocol: proto, DstPort: port, TCPFlags: 0x02, Tag: tag, ICMPID: uint16(tag), ICMPSeq: 1}
 	if dstIP.Is6() {
 		s.SrcIP = src.IPv6
 	}

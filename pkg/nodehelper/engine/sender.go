@@ -27,10 +27,12 @@ type TraceSpec struct {
 	DestinationMAC net.HardwareAddr
 	Destination    netip.Addr
 	Protocol       probe.Protocol
-	SrcPort        uint16
-	DstPort        uint16
-	TCPFlags       uint8
-	TTL            uint8
+	// SrcPort is the TCP or UDP source port; 0 picks a random one.
+	SrcPort uint16
+	DstPort uint16
+	// TCPFlags is the flags byte as sent (0x02 for SYN; 0 is no flag).
+	TCPFlags uint8
+	TTL      uint8
 }
 
 // Trace injects a tagged probe at the source port and reports what this
@@ -45,7 +47,7 @@ func Trace(ctx context.Context, spec TraceSpec) (Outcome, error) {
 	if err != nil {
 		return Outcome{ExitCode: ExitSetup}, setupErr("%w", err)
 	}
-	ps, err := probeSpec(s.br, src, spec)
+	ps, err := probeSpec(s.br, src, spec, s.c.Random())
 	if err != nil {
 		return Outcome{ExitCode: ExitSetup}, setupErr("%w", err)
 	}
@@ -72,14 +74,11 @@ func Trace(ctx context.Context, spec TraceSpec) (Outcome, error) {
 	if err := s.ready(report.RoleSender, len(plan.FlowMods), src.Name, string(match)); err != nil {
 		return Outcome{ExitCode: ExitSetup}, err
 	}
-	s.reinject = func() error {
-		po, err := openflow.PacketOut(s.of.NextXid(), uint32(src.Ofport), pkt) //nolint:gosec // ofport > 0 checked
-		if err != nil {
-			return err
-		}
-		return s.of.Send(po)
+	po, err := openflow.PacketOut(s.of.NextXid(), uint32(src.Ofport), pkt) //nolint:gosec // ofport > 0 checked
+	if err == nil {
+		err = s.of.Send(po)
 	}
-	if err := s.reinject(); err != nil {
+	if err != nil {
 		return Outcome{ExitCode: ExitSetup}, setupErr("inject the probe: %w", err)
 	}
 	return s.watch(ctx, report.RoleSender, p, ps.DstIP, nil)
@@ -111,10 +110,15 @@ func sourcePort(br *ovsdb.Bridge, spec TraceSpec) (*ovsdb.Port, ovsdb.Match, err
 	return p, m, nil
 }
 
-func probeSpec(br *ovsdb.Bridge, src *ovsdb.Port, spec TraceSpec) (probe.Spec, error) {
+// probeSpec says what the probe looks like. Its 5-tuple is fresh for every
+// trace (a random source port or ICMP id, unless --src-port says
+// otherwise): a tuple that repeats an earlier trace's would meet that
+// trace's conntrack entry and could take another path than OVS's trace of
+// a new connection predicts.
+func probeSpec(br *ovsdb.Bridge, src *ovsdb.Port, spec TraceSpec, random uint32) (probe.Spec, error) {
 	ps := probe.Spec{
 		DstIP: spec.Destination, Protocol: spec.Protocol, SrcPort: spec.SrcPort, DstPort: spec.DstPort,
-		TCPFlags: spec.TCPFlags, Tag: spec.Tag, TTL: spec.TTL, ICMPID: uint16(spec.Tag), ICMPSeq: 1,
+		TCPFlags: spec.TCPFlags, Tag: spec.Tag, TTL: spec.TTL, ICMPID: uint16(random >> 16), ICMPSeq: 1, //nolint:gosec // the high half
 	}
 	if !ps.DstIP.IsValid() {
 		return ps, fmt.Errorf("--destination is required")
@@ -152,7 +156,8 @@ func probeSpec(br *ovsdb.Bridge, src *ovsdb.Port, spec TraceSpec) (probe.Spec, e
 		return ps, fmt.Errorf("cannot tell the probe's destination MAC (no local pod with IP %s, no gateway port): pass --destination-mac", ps.DstIP)
 	}
 	if ps.SrcPort == 0 && ps.Protocol != probe.ICMP {
-		ps.SrcPort = 32768 + uint16(spec.Tag)
+		// IANA's dynamic range, 49152-65535, as a client's would be.
+		ps.SrcPort = 49152 + uint16(random%16384) //nolint:gosec // bounded
 	}
 	return ps, nil
 }

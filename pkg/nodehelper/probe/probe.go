@@ -31,7 +31,9 @@ type Spec struct {
 	Protocol       Protocol
 	SrcPort        uint16
 	DstPort        uint16
-	// TCPFlags is the TCP flags byte; 0 means SYN.
+	// TCPFlags is the TCP flags byte as sent: FIN 0x01, SYN 0x02, RST 0x04,
+	// PSH 0x08, ACK 0x10, URG 0x20, ECE 0x40, CWR 0x80. Zero sends no flag
+	// at all (a null scan), never a silent SYN: the caller picks SYN.
 	TCPFlags uint8
 	// Tag is the DSCP value (1..63) that marks the probe.
 	Tag uint8
@@ -79,10 +81,8 @@ func Build(s Spec) ([]byte, error) {
 	case TCP:
 		t := &layers.TCP{SrcPort: layers.TCPPort(s.SrcPort), DstPort: layers.TCPPort(s.DstPort), Seq: 1, Window: 64240}
 		f := s.TCPFlags
-		if f == 0 {
-			f = 0x02
-		}
 		t.FIN, t.SYN, t.RST, t.PSH, t.ACK, t.URG = f&1 != 0, f&2 != 0, f&4 != 0, f&8 != 0, f&16 != 0, f&32 != 0
+		t.ECE, t.CWR = f&0x40 != 0, f&0x80 != 0
 		if err := t.SetNetworkLayerForChecksum(ip); err != nil {
 			return nil, err
 		}
@@ -282,7 +282,9 @@ func TraceFlow(frame []byte) (string, error) {
 	switch l4 := p.TransportLayer().(type) {
 	case *layers.TCP:
 		var f uint8
-		for i, set := range []bool{l4.FIN, l4.SYN, l4.RST, l4.PSH, l4.ACK, l4.URG} {
+		// OVS's tcp_flags has the same bit order as the header byte
+		// (ECE 0x40, CWR 0x80), so the probe's flags go through unchanged.
+		for i, set := range []bool{l4.FIN, l4.SYN, l4.RST, l4.PSH, l4.ACK, l4.URG, l4.ECE, l4.CWR} {
 			if set {
 				f |= 1 << i
 			}

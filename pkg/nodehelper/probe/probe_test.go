@@ -29,9 +29,11 @@ func spec(src, dst string, p Protocol) Spec {
 	return Spec{
 		SrcMAC: net.HardwareAddr{2, 0, 0, 0, 0, 1}, DstMAC: net.HardwareAddr{2, 0, 0, 0, 0, 2},
 		SrcIP: netip.MustParseAddr(src), DstIP: netip.MustParseAddr(dst), Protocol: p,
-		SrcPort: 40000, DstPort: 80, Tag: 37, TTL: 9, ICMPID: 5, ICMPSeq: 1,
+		SrcPort: 40000, DstPort: 80, TCPFlags: 0x02, Tag: 37, TTL: 9, ICMPID: 5, ICMPSeq: 1,
 	}
 }
+
+func withFlags(s Spec, f uint8) Spec { s.TCPFlags = f; return s }
 
 func TestBuildChecksumsAndTag(t *testing.T) {
 	for name, s := range map[string]Spec{
@@ -151,6 +153,12 @@ func TestTraceFlow(t *testing.T) {
 	}{
 		"ipv4 tcp": {spec("10.0.0.1", "10.0.0.2", TCP),
 			"tcp,dl_src=02:00:00:00:00:01,dl_dst=02:00:00:00:00:02,nw_src=10.0.0.1,nw_dst=10.0.0.2,nw_tos=148,nw_ecn=0,nw_ttl=9,tcp_src=40000,tcp_dst=80,tcp_flags=0x2"},
+		"tcp no flags": {withFlags(spec("10.0.0.1", "10.0.0.2", TCP), 0),
+			"tcp,dl_src=02:00:00:00:00:01,dl_dst=02:00:00:00:00:02,nw_src=10.0.0.1,nw_dst=10.0.0.2,nw_tos=148,nw_ecn=0,nw_ttl=9,tcp_src=40000,tcp_dst=80,tcp_flags=0x0"},
+		"tcp every flag": {withFlags(spec("10.0.0.1", "10.0.0.2", TCP), 0xff),
+			"tcp,dl_src=02:00:00:00:00:01,dl_dst=02:00:00:00:00:02,nw_src=10.0.0.1,nw_dst=10.0.0.2,nw_tos=148,nw_ecn=0,nw_ttl=9,tcp_src=40000,tcp_dst=80,tcp_flags=0xff"},
+		"tcp ack ece cwr": {withFlags(spec("10.0.0.1", "10.0.0.2", TCP), 0xd0),
+			"tcp,dl_src=02:00:00:00:00:01,dl_dst=02:00:00:00:00:02,nw_src=10.0.0.1,nw_dst=10.0.0.2,nw_tos=148,nw_ecn=0,nw_ttl=9,tcp_src=40000,tcp_dst=80,tcp_flags=0xd0"},
 		"ipv4 icmp": {spec("10.0.0.1", "10.0.0.2", ICMP),
 			"icmp,dl_src=02:00:00:00:00:01,dl_dst=02:00:00:00:00:02,nw_src=10.0.0.1,nw_dst=10.0.0.2,nw_tos=148,nw_ecn=0,nw_ttl=9,icmp_type=8,icmp_code=0"},
 		"ipv6 udp": {spec("fd00::1", "fd00::2", UDP),
@@ -168,5 +176,20 @@ func TestTraceFlow(t *testing.T) {
 				t.Errorf("got %q %v\nwant %q", got, err, tc.want)
 			}
 		})
+	}
+}
+
+// The flags byte goes on the wire as given: 0 is no flag (not SYN), and ECE
+// and CWR are not lost.
+func TestBuildTCPFlagsOnTheWire(t *testing.T) {
+	for _, f := range []uint8{0, 0x02, 0x10, 0x12, 0x40, 0x80, 0xd0, 0xff} {
+		frame, err := Build(withFlags(spec("10.0.0.1", "10.0.0.2", TCP), f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Ethernet 14 + IPv4 20, then the TCP flags byte at offset 13.
+		if got := frame[14+20+13]; got != f {
+			t.Errorf("flags %#02x: the frame carries %#02x", f, got)
+		}
 	}
 }
