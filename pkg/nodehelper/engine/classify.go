@@ -53,12 +53,29 @@ type Verdict struct {
 	Port *ovsdb.Port
 	// TunnelDst is the tunnel's remote IP for an output into a tunnel.
 	TunnelDst string
+	// PortName names the port left by where it is not one of the traced
+	// bridge's ports in OVSDB (another bridge's port, a port dpif/show
+	// knows and the snapshot does not).
+	PortName string
+	// Also are the packet's other outputs where the datapath sends it to
+	// several ports; the verdict is the destination's (a pod's) output.
+	Also []Verdict
+	// Open is true where OVS's trace ends in a recirculation it did not
+	// follow (a dp_hash select group, a tunnel's decapsulation): the packet
+	// goes on, and where to is not known yet.
+	Open bool
+	// Reason says, in OVS's words, why (the datapath actions, the reject's
+	// userdata).
+	Reason string
 }
 
-// Classify says what a hop does with the packet: outputs to a pod port
-// (Delivered), into a tunnel (Forwarded with the tunnel's destination), to
-// any other port (ForwardedOutOfNetwork), drops it (Dropped), or passes it
-// to another table (Forwarded).
+// Classify says what a hop's own actions do with the packet: output to a
+// pod port (Delivered), into a tunnel (Forwarded with the tunnel's
+// destination), to any other port (ForwardedOutOfNetwork), ask the agent to
+// reject it (Rejected, see IsReject), drop it (Dropped), or pass it to
+// another table (Forwarded). It knows only the hop; Final decides a path
+// from OVS's datapath actions, and uses Classify only where a trace has
+// none.
 func Classify(h ofproto.Hop, br *ovsdb.Bridge, tunnelDst string) Verdict {
 	if h.Drops() {
 		return Verdict{Action: report.ActionDropped}
@@ -72,45 +89,48 @@ func Classify(h ofproto.Hop, br *ovsdb.Bridge, tunnelDst string) Verdict {
 		// An output into a tunnel counts even where the trace remarks
 		// ">> Not tunneling to our own address": ofproto/trace says so for a
 		// pass resumed after conntrack that the datapath tunnels fine.
-		dst := tunnelDst
-		if dst == "" && p.Options["remote_ip"] != "flow" {
-			dst = p.Options["remote_ip"]
-		}
-		return Verdict{Action: report.ActionForwarded, Port: p, TunnelDst: dst}
+		return portVerdict(p, tunnelDst)
 	}
 	for _, a := range h.Actions {
 		// OVS marks what it could not do with ">>" ("Nonexistent output
 		// port", "Too many resubmits"): the packet goes nowhere.
-		if strings.HasPrefix(a, ">>") {
+		if strings.HasPrefix(a, ">>") && len(outs) == 0 {
 			return Verdict{Action: report.ActionDropped}
 		}
-		if strings.HasPrefix(a, "controller(") && strings.Contains(a, "reject") {
+	}
+	for _, c := range h.Controllers() {
+		if IsReject(c) {
 			return Verdict{Action: report.ActionRejected}
 		}
 	}
-	switch {
-	case len(outs) == 0:
+	if len(outs) == 0 {
 		return Verdict{Action: report.ActionForwarded}
-	case p == nil:
-		return Verdict{Action: report.ActionForwardedOutOfNetwork}
-	case p.PodName() != "":
-		return Verdict{Action: report.ActionDelivered, Port: p}
-	default:
-		return Verdict{Action: report.ActionForwardedOutOfNetwork, Port: p}
 	}
+	v := portVerdict(p, "")
+	if p == nil {
+		v.PortName = outs[len(outs)-1]
+	}
+	return v
 }
 
-// Final is the verdict of a whole path: the first hop that outputs or drops
-// decides; a path that ends without either was dropped where it ended.
+// Final is the verdict of a whole path and the index of the hop that
+// decided it (-1 for a trace without hops). The verdict is the packet's
+// real fate, the datapath actions of the last pass (see fateVerdict); a
+// trace without them (text OVS did not finish) falls back to the hops' own
+// actions: the first hop that outputs, rejects or drops decides, and a
+// path that ends without either was dropped where it ended.
 func Final(t ofproto.Trace, br *ovsdb.Bridge) (int, Verdict) {
+	if len(t.Hops) == 0 {
+		return -1, Verdict{Action: report.ActionDropped, Reason: "OVS's trace has no hops in bridge " + t.Bridge}
+	}
+	if t.DatapathActions != "" {
+		return fateVerdict(t, br)
+	}
 	for i, h := range t.Hops {
 		v := Classify(h, br, t.TunnelDst)
 		if v.Action != report.ActionForwarded || v.Port != nil {
 			return i, v
 		}
-	}
-	if len(t.Hops) == 0 {
-		return -1, Verdict{Action: report.ActionDropped}
 	}
 	return len(t.Hops) - 1, Verdict{Action: report.ActionDropped}
 }

@@ -93,7 +93,10 @@ func (c Client) Call(ctx context.Context, method string, params ...string) (stri
 
 // Trace runs ofproto/trace for a flow entering bridge ("in_port=3,tcp,...")
 // and, when packet is not nil, that packet (an Ethernet frame) with the
-// flow's metadata.
+// flow's metadata. It also reads the datapath's ports (dpif/show), since
+// the trace's datapath actions name datapath port numbers; should that
+// fail, Ports stays empty and the classifier reads the ports from the
+// hops' own output actions instead, so the trace is still returned.
 func (c Client) Trace(ctx context.Context, bridge, flow string, packet []byte) (Trace, error) {
 	params := []string{bridge, flow}
 	if packet != nil {
@@ -103,5 +106,7 @@ func (c Client) Trace(ctx context.Context, bridge, flow string, packet []byte) (
 	if err != nil {
 		return Trace{}, err
 	}
-	return Parse(text, bridge), nil
+	t := Parse(text, bridge)
+	t.Ports, _ = c.DatapathPorts(ctx)
+	return t, nil
 }
