@@ -8,6 +8,7 @@ package agent
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -126,6 +127,10 @@ type Policies struct {
 	Rules           []Rule
 	IngressIsolated []netip.Addr
 	EgressIsolated  []netip.Addr
+	// IngressReject and EgressReject are the isolated addresses whose
+	// isolation rejects (the lab's reject annotation) instead of dropping.
+	IngressReject []netip.Addr
+	EgressReject  []netip.Addr
 }
 
 // State is the node's whole view.
@@ -136,6 +141,10 @@ type State struct {
 	Policies Policies
 	// GroupIDs maps ServicePort.Key to its OpenFlow group id.
 	GroupIDs map[string]int
+	// GatewayRouted are other nodes' pods (the lab's route annotation) that
+	// this node sends out of its gateway, through the host's routing and
+	// the underlay, instead of into the tunnel.
+	GatewayRouted []netip.Addr
 }
 
 func hexIP(a netip.Addr) string {
@@ -253,11 +262,21 @@ func Flows(c Config, s State) []string {
 		}
 	}
 
-	add(policyFlows(s.Policies)...)
+	add(policyFlows(c, s.Policies)...)
+	add(rejectOutputFlow())
 
 	for _, n := range s.Nodes {
 		add(f(TableL3Forwarding, 190, "ip,nw_dst="+n.PodCIDR.String(),
 			"set_field:"+c.GatewayMAC+"->eth_src,set_field:"+GlobalVirtualMAC+"->eth_dst,set_field:"+n.NodeIP.String()+"->tun_dst,"+goTo(TableL3DecTTL)))
+	}
+	if c.GatewayPort > 0 {
+		// Above the tunnel's pod-CIDR flow: the packet leaves through
+		// antrea-gw0 (L2ForwardingCalc picks the gateway by this MAC) and
+		// the host routes it to the owning node over the underlay, where
+		// it enters br-int through that node's gateway.
+		for _, a := range s.GatewayRouted {
+			add(f(TableL3Forwarding, 195, "ip,nw_dst="+a.String(), "set_field:"+c.GatewayMAC+"->eth_dst,"+goTo(TableL3DecTTL)))
+		}
 	}
 	add(f(TableL3Forwarding, 0, "", "drop"),
 		f(TableL3DecTTL, 200, "ip", "dec_ttl,"+goTo(TableSNAT)),
@@ -275,23 +294,34 @@ func Flows(c Config, s State) []string {
 	return dedupe(fl)
 }
 
-func policyFlows(p Policies) []string {
+func policyFlows(c Config, p Policies) []string {
 	var fl []string
 	fl = append(fl,
 		f(TableEgressRule, 210, "ct_state=-new+est,ip", goTo(TableL3Forwarding)),
+		// Related packets (an ICMP error about an allowed connection, a
+		// reject's answer) pass too, as in Antrea.
+		f(TableEgressRule, 210, "ct_state=-new+rel,ip", goTo(TableL3Forwarding)),
+		f(TableIngressRule, 210, "ct_state=-new+rel,ip", goTo(TableConntrackCommit)),
 		f(TableEgressRule, 0, "", goTo(TableEgressDefaultRule)),
 		f(TableEgressDefaultRule, 0, "", goTo(TableL3Forwarding)),
 		f(TableIngressRule, 210, "ct_state=-new+est,ip", goTo(TableConntrackCommit)),
-		// As in Antrea, the node itself (kubelet probes) passes ingress policy.
-		f(TableIngressRule, 210, "ip,reg0="+fromGateway, goTo(TableConntrackCommit)),
+		// As in Antrea, the node itself (kubelet probes, from its gateway
+		// address) passes ingress policy; other nodes' pods routed in
+		// through the gateway do not.
+		f(TableIngressRule, 210, "ip,reg0="+fromGateway+",nw_src="+c.GatewayIP.String(), goTo(TableConntrackCommit)),
 		f(TableIngressRule, 0, "", goTo(TableIngressDefaultRule)),
 		f(TableIngressDefaultRule, 0, "", goTo(TableConntrackCommit)))
-	for _, a := range p.IngressIsolated {
-		fl = append(fl, f(TableIngressDefaultRule, 200, "ip,nw_dst="+a.String(), "drop"))
+	isolate := func(table int, field string, addrs, reject []netip.Addr) {
+		for _, a := range addrs {
+			act := "drop"
+			if slices.Contains(reject, a) {
+				act = rejectActions(table)
+			}
+			fl = append(fl, f(table, 200, "ip,"+field+"="+a.String(), act))
+		}
 	}
-	for _, a := range p.EgressIsolated {
-		fl = append(fl, f(TableEgressDefaultRule, 200, "ip,nw_src="+a.String(), "drop"))
-	}
+	isolate(TableIngressDefaultRule, "nw_dst", p.IngressIsolated, p.IngressReject)
+	isolate(TableEgressDefaultRule, "nw_src", p.EgressIsolated, p.EgressReject)
 	for _, r := range p.Rules {
 		table, next, localField, peerField := TableEgressRule, TableL3Forwarding, "nw_src", "nw_dst"
 		if r.Ingress {

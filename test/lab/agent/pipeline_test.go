@@ -47,7 +47,9 @@ func TestFlows(t *testing.T) {
 		fmt.Sprintf("table=%d,priority=200,tcp,nw_dst=10.244.1.2,nw_src=10.244.2.2/32,tp_dst=80 actions=goto_table:%d", TableIngressRule, TableConntrackCommit),
 		fmt.Sprintf("table=%d,priority=200,ip,nw_dst=10.244.1.2 actions=drop", TableIngressDefaultRule),
 		fmt.Sprintf("table=%d,priority=200,reg0=0x10000/0x10000 actions=output:NXM_NX_REG1[]", TableOutput),
-		fmt.Sprintf("table=%d,priority=210,ip,reg0=0x2/0xf actions=goto_table:%d", TableIngressRule, TableConntrackCommit),
+		// Only the node's own address is exempt from ingress policy, not
+		// pods of other nodes routed in through the gateway.
+		fmt.Sprintf("table=%d,priority=210,ip,reg0=0x2/0xf,nw_src=10.244.1.1 actions=goto_table:%d", TableIngressRule, TableConntrackCommit),
 		fmt.Sprintf("table=%d,priority=200,dl_dst=02:00:0a:f4:01:01 actions=set_field:0x2->reg1,set_field:0x10000/0x10000->reg0,goto_table:%d", TableL2ForwardingCalc, TableConntrackCommit),
 		// Hairpin: SNAT to the virtual IP, back out of the port it came in.
 		fmt.Sprintf("table=%d,priority=200,ct_state=+new+trk,ip,nw_src=10.244.1.2,nw_dst=10.244.1.2 actions=ct(commit,table=%d,zone=65521,nat(src=169.254.0.253),exec(set_field:0x10/0x10->ct_mark))", TableSNAT, TableL2ForwardingCalc),

@@ -12,6 +12,30 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 )
 
+// ActionAnnotation on a NetworkPolicy set to "reject" makes the lab reject
+// (TCP RST, ICMP unreachable) what the policy isolates instead of dropping
+// it, as an Antrea-native policy with action Reject does. A pod isolated by
+// several policies is rejected when any of them says reject.
+const ActionAnnotation = "lab.traceflow.dev/action"
+
+// RouteAnnotation on a pod set to "gateway" makes every other node send
+// traffic for that pod out of its gateway (antrea-gw0) and through the
+// host's routing over the underlay, instead of into the tunnel, as a
+// noEncap or hybrid Antrea cluster does.
+const RouteAnnotation = "lab.traceflow.dev/route"
+
+// GatewayRouted returns the IPs of pods outside local that carry the route
+// annotation.
+func GatewayRouted(pods []*corev1.Pod, local map[netip.Addr]bool) []netip.Addr {
+	set := map[netip.Addr]bool{}
+	for _, p := range pods {
+		if ip, ok := PodIP(p); ok && !p.Spec.HostNetwork && !local[ip] && p.Annotations[RouteAnnotation] == "gateway" {
+			set[ip] = true
+		}
+	}
+	return sortedAddrs(set)
+}
+
 // CompilePolicies turns NetworkPolicies into rules for the pods whose IPs are
 // in local. The subset: pod and namespace selectors, ipBlock CIDRs (without
 // except), numeric TCP/UDP ports, ingress and egress, default deny.
@@ -22,6 +46,7 @@ func CompilePolicies(nps []*networkingv1.NetworkPolicy, pods []*corev1.Pod, nss 
 		nsLabels[ns.Name] = ns.Labels
 	}
 	ingIso, egIso := map[netip.Addr]bool{}, map[netip.Addr]bool{}
+	ingRej, egRej := map[netip.Addr]bool{}, map[netip.Addr]bool{}
 	for _, np := range nps {
 		applied := selectPods(pods, &np.Spec.PodSelector, func(ns string) bool { return ns == np.Namespace })
 		var mine []netip.Addr
@@ -39,9 +64,13 @@ func CompilePolicies(nps []*networkingv1.NetworkPolicy, pods []*corev1.Pod, nss 
 			egress = egress || t == networkingv1.PolicyTypeEgress
 		}
 		name := np.Namespace + "/" + np.Name
+		reject := np.Annotations[ActionAnnotation] == "reject"
 		if ingress {
 			for _, a := range mine {
 				ingIso[a] = true
+				if reject {
+					ingRej[a] = true
+				}
 			}
 			for _, r := range np.Spec.Ingress {
 				out.Rules = append(out.Rules, Rule{Policy: name, Ingress: true, Local: mine,
@@ -51,6 +80,9 @@ func CompilePolicies(nps []*networkingv1.NetworkPolicy, pods []*corev1.Pod, nss 
 		if egress {
 			for _, a := range mine {
 				egIso[a] = true
+				if reject {
+					egRej[a] = true
+				}
 			}
 			for _, r := range np.Spec.Egress {
 				out.Rules = append(out.Rules, Rule{Policy: name, Local: mine,
@@ -59,6 +91,7 @@ func CompilePolicies(nps []*networkingv1.NetworkPolicy, pods []*corev1.Pod, nss 
 		}
 	}
 	out.IngressIsolated, out.EgressIsolated = sortedAddrs(ingIso), sortedAddrs(egIso)
+	out.IngressReject, out.EgressReject = sortedAddrs(ingRej), sortedAddrs(egRej)
 	return out
 }
 

@@ -42,9 +42,9 @@ import (
 )
 
 type options struct {
-	kubeconfig, node, bridge, socket, stateDir, underlayBridge string
-	podCIDR, podRange                                          netip.Prefix
-	cfg                                                        agent.Config
+	kubeconfig, node, bridge, socket, stateDir, underlayBridge, ovsRundir string
+	podCIDR, podRange                                                     netip.Prefix
+	cfg                                                                   agent.Config
 }
 
 // agentCookie marks every flow the agent installs ("la", lab agent), so a
@@ -66,6 +66,7 @@ func run() error {
 	flag.StringVar(&o.underlayBridge, "underlay-bridge", "br-phy", "bridge holding the node IP (tunnel neighbours are seeded on it)")
 	flag.StringVar(&o.socket, "socket", "", "unix socket the CNI plugin asks to sync on")
 	flag.StringVar(&o.stateDir, "state-dir", "", "directory for flow files")
+	flag.StringVar(&o.ovsRundir, "ovs-rundir", "/run/openvswitch", "where ovs-vswitchd keeps BRIDGE.mgmt")
 	flag.StringVar(&podCIDR, "pod-cidr", "", "this node's pod CIDR")
 	flag.StringVar(&podRange, "pod-range", "10.244.0.0/16", "the cluster's pod range")
 	flag.StringVar(&gwMAC, "gateway-mac", "", "MAC the pods' gateway answers with")
@@ -130,6 +131,8 @@ func run() error {
 	if err := a.serve(ctx); err != nil {
 		return err
 	}
+	a.rejecter = &rejecter{bridge: o.bridge, cfg: o.cfg}
+	go a.rejecter.run(ctx, o.ovsRundir)
 	log.Printf("lab-agent on %s: pod CIDR %s, gateway %s", o.node, o.podCIDR, o.cfg.GatewayIP)
 	a.loop(ctx)
 	return nil
@@ -172,6 +175,7 @@ type agentState struct {
 	slices     discoverylisters.EndpointSliceLister
 	nps        networkinglisters.NetworkPolicyLister
 	lastGroups map[int]bool
+	rejecter   *rejecter
 	// tookOver: the first sync, which clears the bridge, is done.
 	tookOver bool
 }
@@ -343,6 +347,10 @@ func (a *agentState) sync(ctx context.Context) error {
 	slices, _ := a.slices.List(labels.Everything())
 	st.Policies = agent.CompilePolicies(nps, pods, nss, local)
 	st.Services = agent.CompileServices(svcs, slices, a.o.podRange)
+	st.GatewayRouted = agent.GatewayRouted(pods, local)
+	if err := syncGatewayRoutes(a.o.underlayBridge, st); err != nil {
+		return err
+	}
 	st.GroupIDs = map[string]int{}
 	groups := map[int]bool{}
 	for _, sp := range st.Services {
@@ -394,5 +402,6 @@ func (a *agentState) sync(ctx context.Context) error {
 	}
 	a.lastGroups = groups
 	a.tookOver = true
+	a.rejecter.setState(st)
 	return nil
 }
