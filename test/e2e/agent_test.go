@@ -142,7 +142,7 @@ func TestAgentModeWithAntreaDouble(t *testing.T) {
 
 	removeDouble()
 	start := time.Now()
-	r = runTrace(t, "-n", f.ns, "a", "c", "--icmp")
+	r, _ = traceAndTraffic(t, probe{f.ns, "a", "icmp", f.pods["c"].Status.PodIP, 0}, "", "-n", f.ns, "a", "c", "--icmp")
 	if r.code != 0 || !strings.Contains(r.stderr, "engine: helper") {
 		t.Fatalf("without Antrea: exit %d, stderr %q; want exit 0 and engine helper", r.code, r.stderr)
 	}

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -172,9 +173,13 @@ func traceFlows(t testing.TB, node string) string {
 
 func TestTraceIntraNodeDelivered(t *testing.T) {
 	f := getTraceFixture(t)
-	for _, proto := range [][]string{{"--tcp", "80"}, {"--udp", "5000"}, {"--icmp"}} {
-		t.Run(proto[0], func(t *testing.T) {
-			r := runTrace(t, append([]string{"-n", f.ns, "a", "c"}, proto...)...)
+	for _, proto := range []struct {
+		name string
+		port int
+	}{{"tcp", 80}, {"udp", 5000}, {"icmp", 0}} {
+		t.Run("--"+proto.name, func(t *testing.T) {
+			p := probe{f.ns, "a", proto.name, f.pods["c"].Status.PodIP, proto.port}
+			r, _ := traceAndTraffic(t, p, "", append([]string{"-n", f.ns, "a", "c"}, protoArgs(p)...)...)
 			if r.code != 0 {
 				t.Fatalf("exit %d, want 0", r.code)
 			}
@@ -189,7 +194,7 @@ func TestTraceIntraNodeDelivered(t *testing.T) {
 
 func TestTraceInterNodeDelivered(t *testing.T) {
 	f := getTraceFixture(t)
-	r := runTrace(t, "-n", f.ns, "a", "b", "--tcp", "80", "--keep")
+	r, _ := traceAndTraffic(t, probe{f.ns, "a", "tcp", f.pods["b"].Status.PodIP, 80}, "", "-n", f.ns, "a", "b", "--tcp", "80", "--keep")
 	if r.code != 0 {
 		t.Fatalf("exit %d, want 0", r.code)
 	}
@@ -216,7 +221,8 @@ func TestTraceInterNodeDelivered(t *testing.T) {
 
 func TestTraceServiceLoadBalanced(t *testing.T) {
 	f := getTraceFixture(t)
-	r := runTrace(t, "-n", f.ns, "a", "svc/web")
+	clusterIP := strings.TrimSpace(mustKubectl(t, "get", "service", "-n", f.ns, "web", "-o", "jsonpath={.spec.clusterIP}"))
+	r, _ := traceAndTraffic(t, probe{f.ns, "a", "tcp", clusterIP, 80}, "", "-n", f.ns, "a", "svc/web")
 	if r.code != 0 {
 		t.Fatalf("exit %d, want 0", r.code)
 	}
@@ -234,7 +240,7 @@ func TestTraceServiceLoadBalanced(t *testing.T) {
 
 func TestTraceNetworkPolicyDrop(t *testing.T) {
 	f := getTraceFixture(t)
-	r := runTrace(t, "-n", f.ns, "a", "locked", "--tcp", "80")
+	r, _ := traceAndTraffic(t, probe{f.ns, "a", "tcp", f.pods["locked"].Status.PodIP, 80}, "", "-n", f.ns, "a", "locked", "--tcp", "80")
 	if r.code != 2 {
 		t.Fatalf("exit %d, want 2 (dropped)", r.code)
 	}
@@ -286,6 +292,22 @@ func TestTraceEightConcurrent(t *testing.T) {
 		wg.Go(func() { runs[i] = runTrace(t, "-n", f.ns, "a", j.dst, "--tcp", j.proto) })
 	}
 	wg.Wait()
+	// Real traffic for each job afterwards, one at a time: the oracle, not
+	// part of the load.
+	clusterIP := strings.TrimSpace(mustKubectl(t, "get", "service", "-n", f.ns, "web", "-o", "jsonpath={.spec.clusterIP}"))
+	for i, j := range jobs {
+		dst := clusterIP
+		if p, ok := f.pods[j.dst]; ok {
+			dst = p.Status.PodIP
+		}
+		port, _ := strconv.Atoi(j.proto)
+		if j.dst == "svc/web" && port != 80 {
+			continue // web serves only port 80
+		}
+		t.Run(fmt.Sprintf("real-%d-%s-%s", i, strings.ReplaceAll(j.dst, "/", "-"), j.proto), func(t *testing.T) {
+			checkAgainstTraffic(t, runs[i], realTraffic(t, probe{f.ns, "a", "tcp", dst, port}), "")
+		})
+	}
 	tags := map[int8]string{}
 	for i, r := range runs {
 		want := 0

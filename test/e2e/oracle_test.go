@@ -1,0 +1,153 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/report"
+)
+
+// outcome is what real traffic met, as the workload's clients report it
+// (test/lab/cmd/workload): the ground truth a trace's verdict must agree with.
+type outcome string
+
+const (
+	served   outcome = "served"
+	refused  outcome = "refused"
+	timedOut outcome = "timed-out"
+)
+
+// probe is one flow of real traffic: from a pod to dst (an IP) on proto
+// ("tcp", "udp" or "icmp") and port (unused for icmp).
+type probe struct {
+	ns, pod, proto, dst string
+	port                int
+}
+
+// oracleTimeout is the workload client's own timeout: a SYN the lab drops is
+// answered by nothing, and 2 s is far beyond the lab's round trip (under
+// 5 ms) while keeping a dropped case short.
+const oracleTimeout = "2s"
+
+// realTraffic sends the probe's traffic from its pod with the workload
+// client (kubectl exec) and returns what it met. The client's exit code and
+// its result line must agree; anything else fails the test, since without
+// an oracle there is nothing to judge the trace by.
+func realTraffic(t testing.TB, p probe) outcome {
+	t.Helper()
+	var args []string
+	switch p.proto {
+	case "tcp":
+		args = []string{"get", "-timeout", oracleTimeout, fmt.Sprintf("http://%s:%d/", p.dst, p.port)}
+	case "udp":
+		args = []string{"udp", "-timeout", oracleTimeout, fmt.Sprintf("%s:%d", p.dst, p.port), "oracle"}
+	case "icmp":
+		args = []string{"ping", "-timeout", oracleTimeout, p.dst}
+	default:
+		t.Fatalf("no real traffic for protocol %q", p.proto)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "kubectl", append([]string{"exec", "-n", p.ns, p.pod, "--", "/workload"}, args...)...)
+	cmd.Env = kubectlEnv()
+	out, err := cmd.Output()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("real traffic %+v: %v", p, err)
+	}
+	got := outcome("")
+	for _, l := range strings.Split(string(out), "\n") {
+		if rest, ok := strings.CutPrefix(l, "result="); ok {
+			got = outcome(strings.Fields(rest)[0])
+		}
+	}
+	want := map[outcome]int{served: 0, refused: 2, timedOut: 3}
+	if c, ok := want[got]; !ok || c != code {
+		t.Fatalf("real traffic %+v: exit %d with result %q: the workload client gave no outcome\n%s", p, code, got, out)
+	}
+	t.Logf("real traffic %s/%s -> %s %s:%d: %s", p.ns, p.pod, p.proto, p.dst, p.port, strings.TrimSpace(string(out)))
+	return got
+}
+
+// terminalActions are the fates a trace record reports for its packet
+// (in the order found); a true trace has exactly one.
+func terminalActions(r traceRun) []report.Action {
+	var out []report.Action
+	if r.record == nil {
+		return nil
+	}
+	for _, res := range r.record.Status.Results {
+		for _, o := range res.Observations {
+			switch o.Action {
+			case report.ActionDelivered, report.ActionDropped, report.ActionRejected:
+				if !slices.Contains(out, o.Action) {
+					out = append(out, o.Action)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// verdictFor is the trace verdict real traffic calls for.
+var verdictFor = map[outcome]report.Action{
+	served:   report.ActionDelivered,
+	refused:  report.ActionRejected,
+	timedOut: report.ActionDropped,
+}
+
+// checkAgainstTraffic holds a finished trace to real traffic: the record's
+// one fate must be the one real traffic met (served: Delivered, refused:
+// Rejected, timed out: Dropped), and the exit code the one that fate gives
+// under expect ("" for the default, delivered).
+func checkAgainstTraffic(t testing.TB, r traceRun, real outcome, expect string) {
+	t.Helper()
+	want := verdictFor[real]
+	if got := terminalActions(r); len(got) != 1 || got[0] != want {
+		t.Errorf("real traffic was %s, so the trace must say %s; it says %v", real, want, got)
+	}
+	if expect == "" {
+		expect = "delivered"
+	}
+	wantCode := 2
+	if expect == "any" || strings.EqualFold(expect, string(want)) {
+		wantCode = 0
+	}
+	if r.code != wantCode {
+		t.Errorf("real traffic was %s (%s) and --expect %s: exit %d, want %d", real, want, expect, r.code, wantCode)
+	}
+}
+
+// traceAndTraffic runs `kubectl traceflow` with args, then the same flow as
+// real traffic, and checks one against the other. The trace goes first:
+// the real connection's conntrack entry must not change the probe's path.
+func traceAndTraffic(t testing.TB, p probe, expect string, args ...string) (traceRun, outcome) {
+	t.Helper()
+	if expect != "" {
+		args = append(args, "--expect", expect)
+	}
+	r := runTrace(t, args...)
+	real := realTraffic(t, p)
+	checkAgainstTraffic(t, r, real, expect)
+	return r, real
+}
+
+// protoArgs are the plugin's flags for a probe's protocol and port.
+func protoArgs(p probe) []string {
+	if p.proto == "icmp" {
+		return []string{"--icmp"}
+	}
+	return []string{"--" + p.proto, strconv.Itoa(p.port)}
+}
