@@ -16,15 +16,15 @@ import (
 
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/report"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/exitcode"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/outcome"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/traceflow"
-	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/view"
 )
 
 // Runner runs agent-mode traces.
 type Runner struct {
 	Records traceflow.Client
 	Now     func() time.Time
-	Emit    func(view.Update)
+	Emit    func(outcome.Update)
 	// Slack is how long past the trace's own timeout to wait for Antrea's
 	// controller to write the final phase (default 10 s).
 	Slack time.Duration
@@ -32,12 +32,15 @@ type Runner struct {
 
 // Outcome is how the trace ended.
 type Outcome struct {
-	Verdict view.Verdict
+	Verdict outcome.Verdict
 	Reason  string
+	// Decided is the hop that decided the verdict (nil for Incomplete and
+	// Failed).
+	Decided *outcome.Hop
 }
 
 // Run creates tf and follows it to its end.
-func (r *Runner) Run(ctx context.Context, tf *traceflow.Traceflow, started view.TraceStarted, keep bool) (out Outcome, err error) {
+func (r *Runner) Run(ctx context.Context, tf *traceflow.Traceflow, started outcome.TraceStarted, keep bool) (out Outcome, err error) {
 	timeout := time.Duration(tf.Spec.Timeout) * time.Second
 	if timeout <= 0 {
 		timeout = traceflow.DefaultTimeoutSeconds * time.Second
@@ -72,20 +75,24 @@ func (r *Runner) Run(ctx context.Context, tf *traceflow.Traceflow, started view.
 	started.Time = r.Now()
 	r.Emit(started)
 
-	f := &follower{r: r, seen: map[string]int{}}
+	f := &follower{r: r, seen: map[string]int{}, dst: started.DestinationKind}
 	out.Verdict, out.Reason, err = f.loop(ctx, w)
-	r.Emit(view.Finished{At: view.At{Time: r.Now()}, Verdict: out.Verdict, Reason: out.Reason})
+	out.Decided = f.decided
+	r.Emit(outcome.Finished{At: outcome.At{Time: r.Now()}, Verdict: out.Verdict, Reason: out.Reason, Decided: out.Decided})
 	return out, err
 }
 
 type follower struct {
 	r       *Runner
 	seen    map[string]int // observations already emitted, per node
-	hops    []view.TimedHop
+	hops    []outcome.TimedHop
 	running bool
+	dst     outcome.DestinationKind
+	// decided is the hop that decided the verdict, once Antrea finished.
+	decided *outcome.Hop
 }
 
-func (f *follower) loop(ctx context.Context, w watch.Interface) (view.Verdict, string, error) {
+func (f *follower) loop(ctx context.Context, w watch.Interface) (outcome.Verdict, string, error) {
 	for {
 		select {
 		case <-ctx.Done():
@@ -94,32 +101,36 @@ func (f *follower) loop(ctx context.Context, w watch.Interface) (view.Verdict, s
 					// Antrea leaves a trace without a phase while all its
 					// dataplane tags are taken, retrying in the background.
 					msg := "Antrea never started the trace: all its dataplane tags may be held by running traces, or antrea-controller is not processing Traceflows"
-					return view.Failed, msg, exitcode.Errorf(exitcode.Setup, "%s; retry later, check the antrea-controller logs, or use --engine helper", msg)
+					return outcome.Failed, msg, exitcode.Errorf(exitcode.Setup, "%s; retry later, check the antrea-controller logs, or use --engine helper", msg)
 				}
-				return view.Incomplete, "Antrea did not finish the trace within its timeout", nil
+				return outcome.Incomplete, "Antrea did not finish the trace within its timeout", nil
 			}
-			return view.Incomplete, "interrupted", exitcode.Errorf(exitcode.Timeout, "trace interrupted before Antrea finished it")
+			return outcome.Incomplete, "interrupted", exitcode.Errorf(exitcode.Timeout, "trace interrupted before Antrea finished it")
 		case e, ok := <-w.ResultChan():
 			if !ok {
-				return view.Failed, "watch closed", exitcode.Errorf(exitcode.Setup, "the API server closed the watch on the Traceflow: run the trace again")
+				return outcome.Failed, "watch closed", exitcode.Errorf(exitcode.Setup, "the API server closed the watch on the Traceflow: run the trace again")
 			}
 			if e.Type == watch.Error {
-				return view.Failed, "watch error", exitcode.Errorf(exitcode.Setup, "watching the Traceflow: %v", apierrors.FromObject(e.Object))
+				return outcome.Failed, "watch error", exitcode.Errorf(exitcode.Setup, "watching the Traceflow: %v", apierrors.FromObject(e.Object))
 			}
 			tf, err := traceflow.FromObject(e.Object)
 			if err != nil {
 				continue
 			}
 			if e.Type == watch.Deleted {
-				return view.Failed, "deleted", exitcode.Errorf(exitcode.Setup, "Traceflow %s was deleted before it finished", tf.Name)
+				return outcome.Failed, "deleted", exitcode.Errorf(exitcode.Setup, "Traceflow %s was deleted before it finished", tf.Name)
 			}
 			f.emitNew(tf)
 			switch tf.Status.Phase {
 			case traceflow.PhaseRunning:
 				f.running = true
 			case traceflow.PhaseSucceeded:
-				v := view.FromHops(f.hops)
-				return v, "", nil
+				v, at := outcome.Decide(f.hops)
+				if at == nil {
+					return v, "Antrea finished the trace, but no observation says where the packet's path ended", nil
+				}
+				f.decided = at
+				return v, outcome.Describe(v, *at, f.dst), nil
 			case traceflow.PhaseFailed:
 				return failure(tf.Status.Reason)
 			}
@@ -132,33 +143,40 @@ func (f *follower) emitNew(tf *traceflow.Traceflow) {
 	now := f.r.Now()
 	for _, res := range tf.Status.Results {
 		if f.seen[res.Node] == 0 && len(res.Observations) > 0 {
-			f.r.Emit(view.HelperReady{At: view.At{Time: now}, Node: res.Node, Role: res.Role, Version: "antrea-agent"})
+			f.r.Emit(outcome.HelperReady{At: outcome.At{Time: now}, Node: res.Node, Role: res.Role, Version: "antrea-agent"})
 			if res.Role == report.RoleSender {
-				f.r.Emit(view.Injected{At: view.At{Time: now}, Node: res.Node})
+				f.r.Emit(outcome.Injected{At: outcome.At{Time: now}, Node: res.Node})
 			}
 		}
-		for _, o := range res.Observations[f.seen[res.Node]:] {
+		seen := f.seen[res.Node]
+		if len(res.Observations) <= seen {
+			// Nothing new. A list shorter than what was shown (a status
+			// rewritten by another writer, an older object from a relisting
+			// watch) neither panics nor shows its hops a second time.
+			continue
+		}
+		for _, o := range res.Observations[seen:] {
 			o.Action = o.Action.Normalize()
-			h := view.Hop{Node: res.Node, Role: res.Role, Observation: o, TableName: o.ComponentInfo}
-			f.hops = append(f.hops, view.TimedHop{Hop: h, At: now})
-			f.r.Emit(view.Observed{At: view.At{Time: now}, Hop: h})
+			h := outcome.Hop{Node: res.Node, Role: res.Role, Observation: o, TableName: o.ComponentInfo}
+			f.hops = append(f.hops, outcome.TimedHop{Hop: h, At: now})
+			f.r.Emit(outcome.Observed{At: outcome.At{Time: now}, Hop: h})
 		}
 		f.seen[res.Node] = len(res.Observations)
 	}
 }
 
 // failure maps Antrea's failure reasons to verdicts and exit codes.
-func failure(reason string) (view.Verdict, string, error) {
+func failure(reason string) (outcome.Verdict, string, error) {
 	lower := strings.ToLower(reason)
 	switch {
 	case strings.Contains(lower, "timeout"):
-		return view.Incomplete, "Antrea: " + reason, nil
+		return outcome.Incomplete, "Antrea: " + reason, nil
 	case strings.Contains(lower, "exceed") || strings.Contains(lower, "dataplane tag"):
 		msg := "Antrea has no free dataplane tag (too many traces at once): retry when running traces finish, or use --engine helper"
-		return view.Failed, msg, exitcode.Errorf(exitcode.Setup, "%s (Antrea: %s)", msg, reason)
+		return outcome.Failed, msg, exitcode.Errorf(exitcode.Setup, "%s (Antrea: %s)", msg, reason)
 	default:
 		msg := "Antrea could not run the trace: " + reason
-		return view.Failed, msg, exitcode.Errorf(exitcode.Setup, "%s; check the antrea-controller and antrea-agent logs", msg)
+		return outcome.Failed, msg, exitcode.Errorf(exitcode.Setup, "%s; check the antrea-controller and antrea-agent logs", msg)
 	}
 }
 

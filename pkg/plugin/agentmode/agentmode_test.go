@@ -12,8 +12,8 @@ import (
 
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/report"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/exitcode"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/outcome"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/traceflow"
-	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/view"
 )
 
 // fakeAntrea is a traceflow.Client whose watch replays what Antrea's
@@ -56,18 +56,18 @@ func (f *fakeAntrea) Delete(context.Context, string) error {
 func (f *fakeAntrea) List(context.Context, string) ([]traceflow.Traceflow, error) { return nil, nil }
 func (f *fakeAntrea) Watch(context.Context, string) (watch.Interface, error)      { return f.w, nil }
 
-func run(t *testing.T, statuses []traceflow.Status, timeout int32, keep bool) (Outcome, *fakeAntrea, []view.Update, error) {
+func run(t *testing.T, statuses []traceflow.Status, timeout int32, keep bool) (Outcome, *fakeAntrea, []outcome.Update, error) {
 	t.Helper()
 	f := &fakeAntrea{w: watch.NewFakeWithChanSize(10, false), statuses: statuses}
 	var mu sync.Mutex
-	var updates []view.Update
-	r := &Runner{Records: f, Now: time.Now, Slack: 50 * time.Millisecond, Emit: func(u view.Update) {
+	var updates []outcome.Update
+	r := &Runner{Records: f, Now: time.Now, Slack: 50 * time.Millisecond, Emit: func(u outcome.Update) {
 		mu.Lock()
 		updates = append(updates, u)
 		mu.Unlock()
 	}}
 	tf := &traceflow.Traceflow{ObjectMeta: metav1.ObjectMeta{Name: "tf"}, Spec: traceflow.Spec{Timeout: timeout}}
-	out, err := r.Run(context.Background(), tf, view.TraceStarted{Name: "tf", Engine: "agent"}, keep)
+	out, err := r.Run(context.Background(), tf, outcome.TraceStarted{Name: "tf", Engine: "agent"}, keep)
 	return out, f, updates, err
 }
 
@@ -88,10 +88,10 @@ func TestAgentSucceededInterNode(t *testing.T) {
 		{Phase: traceflow.PhaseRunning, DataplaneTag: 7, Results: []report.NodeResult{senderFwd}},
 		{Phase: traceflow.PhaseSucceeded, DataplaneTag: 7, Results: []report.NodeResult{senderFwd, receiverDelivered}},
 	}, 20, false)
-	if err != nil || out.Verdict != view.Delivered {
+	if err != nil || out.Verdict != outcome.Delivered {
 		t.Fatalf("%s %v", out.Verdict, err)
 	}
-	m := &view.Model{}
+	m := &outcome.Model{}
 	for _, u := range updates {
 		m.Apply(u)
 	}
@@ -112,7 +112,7 @@ func TestAgentKeep(t *testing.T) {
 
 func TestAgentOldActionNameIsNetwork(t *testing.T) {
 	out, _, _, err := run(t, []traceflow.Status{{Phase: traceflow.PhaseSucceeded, Results: []report.NodeResult{senderLeft}}}, 20, false)
-	if err != nil || out.Verdict != view.ForwardedOutOfNetwork {
+	if err != nil || out.Verdict != outcome.ForwardedOutOfNetwork {
 		t.Fatalf("ForwardedOutOfOverlay must read as ForwardedOutOfNetwork: %s %v", out.Verdict, err)
 	}
 }
@@ -121,13 +121,13 @@ func TestAgentFailures(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		statuses []traceflow.Status
-		verdict  view.Verdict
+		verdict  outcome.Verdict
 		code     exitcode.Code
 		msg      string
 	}{
-		{"antrea timeout", []traceflow.Status{{Phase: traceflow.PhaseRunning}, {Phase: traceflow.PhaseFailed, Reason: "Traceflow timeout"}}, view.Incomplete, exitcode.Timeout, ""},
-		{"other failure", []traceflow.Status{{Phase: traceflow.PhaseFailed, Reason: "Invalid destination"}}, view.Failed, exitcode.Setup, "Invalid destination"},
-		{"never started: tags exhausted", nil, view.Failed, exitcode.Setup, "dataplane tags"},
+		{"antrea timeout", []traceflow.Status{{Phase: traceflow.PhaseRunning}, {Phase: traceflow.PhaseFailed, Reason: "Traceflow timeout"}}, outcome.Incomplete, exitcode.Timeout, ""},
+		{"other failure", []traceflow.Status{{Phase: traceflow.PhaseFailed, Reason: "Invalid destination"}}, outcome.Failed, exitcode.Setup, "Invalid destination"},
+		{"never started: tags exhausted", nil, outcome.Failed, exitcode.Setup, "dataplane tags"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, f, _, err := run(t, tc.statuses, 1, false)
@@ -136,7 +136,7 @@ func TestAgentFailures(t *testing.T) {
 			}
 			code := exitcode.Of(err)
 			if err == nil {
-				code, _ = view.ExitCode(out.Verdict, view.ExpectDelivered)
+				code, _ = outcome.ExitCode(out.Verdict, outcome.ExpectDelivered, outcome.DestinationPod)
 			}
 			if code != tc.code || (tc.msg != "" && !strings.Contains(err.Error(), tc.msg)) {
 				t.Fatalf("exit %d err %v", code, err)
@@ -145,5 +145,31 @@ func TestAgentFailures(t *testing.T) {
 				t.Error("Traceflow left behind after a failure")
 			}
 		})
+	}
+}
+
+// A status whose result list shrinks (rewritten by another writer, or an
+// older object from a relisting watch) neither panics nor shows a hop twice.
+func TestAgentShrinkingResults(t *testing.T) {
+	shorter := receiverDelivered
+	shorter.Observations = shorter.Observations[:1]
+	out, _, updates, err := run(t, []traceflow.Status{
+		{Phase: traceflow.PhaseRunning, DataplaneTag: 7, Results: []report.NodeResult{senderFwd, receiverDelivered}},
+		{Phase: traceflow.PhaseRunning, DataplaneTag: 7, Results: []report.NodeResult{senderFwd, shorter}},
+		{Phase: traceflow.PhaseRunning, DataplaneTag: 7, Results: []report.NodeResult{shorter}},
+		{Phase: traceflow.PhaseSucceeded, DataplaneTag: 7, Results: []report.NodeResult{senderFwd, receiverDelivered}},
+	}, 20, false)
+	if err != nil || out.Verdict != outcome.Delivered {
+		t.Fatalf("%s %v", out.Verdict, err)
+	}
+	m := &outcome.Model{}
+	for _, u := range updates {
+		m.Apply(u)
+	}
+	if hops := m.AllHops(); len(hops) != 4 {
+		t.Errorf("got %d hops, want each of the 4 observations once", len(hops))
+	}
+	if out.Decided == nil || out.Decided.Node != "n2" || !strings.Contains(out.Reason, "delivered to default/pod-b on n2") {
+		t.Errorf("decided at %+v, reason %q; want the delivery on n2", out.Decided, out.Reason)
 	}
 }

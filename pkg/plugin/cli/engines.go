@@ -19,21 +19,23 @@ import (
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/engine"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/exitcode"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/helpermode"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/outcome"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/resolve"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/tagalloc"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/traceflow"
-	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/view"
 )
 
 // traceResult is how a trace ended, whichever engine ran it.
 type traceResult struct {
-	verdict view.Verdict
+	verdict outcome.Verdict
 	reason  string
+	// dst is what the destination is, which the exit code depends on.
+	dst outcome.DestinationKind
 }
 
 // trace chooses the engine and runs the trace, feeding updates to emit.
-func (o *TraceOptions) trace(ctx context.Context, c *Clients, res *resolve.Result, tf *traceflow.Traceflow, emit func(view.Update)) (traceResult, error) {
-	receivers, err := o.receiverNodes(ctx, c, res)
+func (o *TraceOptions) trace(ctx context.Context, c *Clients, res *resolve.Result, tf *traceflow.Traceflow, emit func(outcome.Update)) (traceResult, error) {
+	receivers, dstKind, err := o.receiverNodes(ctx, c, res)
 	if err != nil {
 		return traceResult{}, err
 	}
@@ -45,19 +47,25 @@ func (o *TraceOptions) trace(ctx context.Context, c *Clients, res *resolve.Resul
 	if err != nil {
 		return traceResult{}, err
 	}
+	if c.Dynamic != nil {
+		d = engine.CheckRecordHome(ctx, c.Dynamic.Resource(crdResource()), d)
+	} else if d.RecordAsCR {
+		d.RecordAsCR, d.Reason = false, d.Reason+"; the record stays in the plugin (see -o yaml): no client to read the Traceflow CRD with"
+	}
 	var out traceResult
 	if o.format == outputJSON || o.format == outputYAML {
 		// Structured output goes to stdout; the engine line, for people, to stderr.
 		_, _ = fmt.Fprintln(o.ErrOut, d.String())
 	}
-	started := view.TraceStarted{
+	started := outcome.TraceStarted{
 		Name: tf.Name, Engine: string(d.Mode), EngineReason: d.Reason,
-		Source: endpointName(res.Source), Destination: endpointName(res.Destination), Packet: describePacket(tf.Spec),
+		Source: endpointName(res.Source), Destination: endpointName(res.Destination), DestinationKind: dstKind,
+		Packet: describePacket(tf.Spec),
 	}
 	if d.Mode == engine.Agent {
 		r := &agentmode.Runner{Records: c.Traceflows, Now: time.Now, Emit: emit}
 		ao, err := r.Run(ctx, tf, started, o.keep)
-		out.verdict, out.reason = ao.Verdict, ao.Reason
+		out.verdict, out.reason, out.dst = ao.Verdict, ao.Reason, dstKind
 		return out, err
 	}
 	if o.live {
@@ -91,7 +99,7 @@ func (o *TraceOptions) trace(ctx context.Context, c *Clients, res *resolve.Resul
 		Trace: tf.Name, View: started, Sender: res.Source.Node, Receivers: receivers,
 		SenderArgs: senderArgs(res, tf), Record: tf, RecordAsCR: d.RecordAsCR,
 	})
-	out.verdict, out.reason = ho.Verdict, ho.Reason
+	out.verdict, out.reason, out.dst = ho.Verdict, ho.Reason, dstKind
 	return out, err
 }
 
@@ -115,17 +123,26 @@ func antreaTags(records traceflow.Client) func(context.Context) (map[uint8]bool,
 
 // receiverNodes are the nodes other than the sender's where the probe may
 // arrive through a tunnel: the destination pod's node, a Service's
-// endpoints' nodes, or the node of the pod that owns a destination IP.
-func (o *TraceOptions) receiverNodes(ctx context.Context, c *Clients, res *resolve.Result) ([]string, error) {
+// endpoints' nodes, or the node of the pod that owns a destination IP. It
+// also says what the destination is: a pod on the pod network, a Service,
+// an IP a pod holds, or outside the cluster's pods (a node's IP, a
+// host-network pod, an external address), which decides whether leaving
+// the pod network is the end the user wanted.
+func (o *TraceOptions) receiverNodes(ctx context.Context, c *Clients, res *resolve.Result) ([]string, outcome.DestinationKind, error) {
 	set := map[string]bool{}
 	dst := res.Destination
+	kind := outcome.DestinationOutside
 	switch dst.Kind {
 	case resolve.KindPod:
 		set[dst.Node] = true
+		if !dst.HostNetwork {
+			kind = outcome.DestinationPod
+		}
 	case resolve.KindService:
+		kind = outcome.DestinationService
 		slices, err := c.Lookup.EndpointSlices(ctx, dst.Namespace, dst.Name)
 		if err != nil {
-			return nil, exitcode.Errorf(exitcode.Setup, "list the endpoints of Service %s/%s: %w", dst.Namespace, dst.Name, err)
+			return nil, "", exitcode.Errorf(exitcode.Setup, "list the endpoints of Service %s/%s: %w", dst.Namespace, dst.Name, err)
 		}
 		for _, s := range slices {
 			for _, e := range s.Endpoints {
@@ -142,11 +159,16 @@ func (o *TraceOptions) receiverNodes(ctx context.Context, c *Clients, res *resol
 			for _, p := range pods.Items {
 				if !p.Spec.HostNetwork && p.Status.Phase == corev1.PodRunning {
 					set[p.Spec.NodeName] = true
+					kind = outcome.DestinationPodIP
 				}
 			}
+		} else {
+			// Without permission to list pods cluster-wide the trace still
+			// runs: the sender's observations alone say where the packet
+			// went. Whether the IP is a pod's is unknown: say how the
+			// verdict will be read.
+			_, _ = fmt.Fprintf(o.ErrOut, "Warning: cannot tell whether %s is a pod's IP (list pods cluster-wide: %v); a packet that leaves the pod network will count as delivered\n", dst.IP, err)
 		}
-		// Without permission to list pods cluster-wide the trace still
-		// runs: the sender's observations alone say where the packet went.
 	}
 	delete(set, res.Source.Node)
 	delete(set, "")
@@ -155,7 +177,7 @@ func (o *TraceOptions) receiverNodes(ctx context.Context, c *Clients, res *resol
 		nodes = append(nodes, n)
 	}
 	sort.Strings(nodes)
-	return nodes, nil
+	return nodes, kind, nil
 }
 
 // senderArgs are the sender helper's flags: where to inject, and the packet.

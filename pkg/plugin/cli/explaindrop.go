@@ -12,10 +12,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/report"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/outcome"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/policy"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/resolve"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/traceflow"
-	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/view"
 )
 
 // explainDropBudget bounds the lookups that name a policy: the verdict must
@@ -25,8 +25,8 @@ const explainDropBudget = 2 * time.Second
 // policyExplainer names the Kubernetes NetworkPolicies behind a drop in a
 // policy table, by evaluating them against the probe (package policy). Any
 // lookup that fails (RBAC, a pod gone) leaves the observation unnamed.
-func policyExplainer(cs kubernetes.Interface, res *resolve.Result) func(context.Context, []view.TimedHop, report.Observation) report.Observation {
-	return func(ctx context.Context, hops []view.TimedHop, o report.Observation) report.Observation {
+func policyExplainer(cs kubernetes.Interface, res *resolve.Result) func(context.Context, []outcome.TimedHop, report.Observation) report.Observation {
+	return func(ctx context.Context, hops []outcome.TimedHop, o report.Observation) report.Observation {
 		if o.Component != report.ComponentNetworkPolicy {
 			return o
 		}

@@ -13,9 +13,9 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/report"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/outcome"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/resolve"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/traceflow"
-	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/view"
 )
 
 func TestPolicyExplainerNamesTheIsolatingPolicy(t *testing.T) {
@@ -42,7 +42,7 @@ func TestPolicyExplainerNamesTheIsolatingPolicy(t *testing.T) {
 	}
 	// A drop elsewhere (routing) is left alone.
 	routing := report.Observation{Component: report.ComponentRouting, Action: report.ActionDropped}
-	if got := explain(context.Background(), []view.TimedHop{}, routing); got != routing {
+	if got := explain(context.Background(), []outcome.TimedHop{}, routing); got != routing {
 		t.Fatalf("routing drop changed: %+v", got)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/muesli/termenv"
 	"golang.org/x/term"
 
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/outcome"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/traceflow"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/view"
 )
@@ -19,7 +20,7 @@ import (
 // goroutine; the live view also redraws on a timer for its spinner.
 type sink struct {
 	mu     sync.Mutex
-	model  view.Model
+	model  outcome.Model
 	plain  *view.Plain
 	live   *view.Live
 	screen *view.Screen
@@ -55,7 +56,7 @@ func newSink(format string, explain, color bool, out io.Writer, now func() time.
 }
 
 // Emit applies u and renders it.
-func (s *sink) Emit(u view.Update) {
+func (s *sink) Emit(u outcome.Update) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.model.Apply(u)
@@ -125,7 +126,7 @@ func terminalSize(out io.Writer) (width, height int) {
 }
 
 // summary is the one line a CI log reader looks for.
-func (s *sink) summary(expect view.Expect) string {
+func (s *sink) summary(expect outcome.Expect) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return view.Summary(&s.model, expect)

@@ -14,9 +14,9 @@ import (
 	"github.com/kubectl-traceflow/kubectl-traceflow/internal/version"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/exitcode"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/helperpod"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/outcome"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/resolve"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/traceflow"
-	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/view"
 )
 
 // Output formats. An unset -o means live on a terminal and plain
@@ -260,12 +260,12 @@ func (o *TraceOptions) finish(s *sink, tf *traceflow.Traceflow, r traceResult, e
 			err = perr
 		}
 	}
-	expect := view.Expect(o.expect)
+	expect := outcome.Expect(o.expect)
 	_, _ = fmt.Fprintln(summaryTo, s.summary(expect)) // the exit code carries the verdict if this write fails
 	if err != nil {
 		return err
 	}
-	code, verr := view.ExitCode(r.verdict, expect)
+	code, verr := outcome.ExitCode(r.verdict, expect, r.dst)
 	if verr != nil && r.reason != "" {
 		verr = fmt.Errorf("%w: %s", verr, r.reason)
 	}

@@ -185,8 +185,16 @@ func readyLine(role report.Role) report.Line {
 	return report.Line{Type: report.TypeReady, Ready: &report.Ready{HelperVersion: "v-test", Mode: role, Bridge: "br-int", Tag: 7}}
 }
 
+// obsLine is an observation of a hop the real probe reported from.
 func obsLine(o report.Observation, table uint8, name, flow string) report.Line {
-	return report.Line{Type: report.TypeObservation, Observation: &o, Hop: &report.Hop{Table: table, TableName: name, Flow: flow, Cookie: "0x7f00000000000007"}}
+	return report.Line{Type: report.TypeObservation, Observation: &o, Hop: &report.Hop{Table: table, TableName: name, Flow: flow, Cookie: "0x7f00000000000007", Observed: true}}
+}
+
+// guessLine is an observation of a hop only OVS's trace accounts for.
+func guessLine(o report.Observation, table uint8, name, flow string) report.Line {
+	l := obsLine(o, table, name, flow)
+	l.Hop.Observed = false
+	return l
 }
 
 func resultLine(node string, role report.Role, code int, obs ...report.Observation) report.Line {

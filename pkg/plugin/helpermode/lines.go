@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/report"
-	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/view"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/outcome"
 )
 
 // onLine folds one line of a helper's report into the trace.
@@ -48,19 +48,19 @@ func (t *tracer) onLine(ctx context.Context, m lineMsg) *ending {
 	switch l.Type {
 	case report.TypeReady:
 		h.ready, h.waiting = true, ""
-		t.r.Emit(view.HelperReady{At: view.At{Time: at}, Node: h.node, Role: h.role, Version: l.Ready.HelperVersion})
+		t.r.Emit(outcome.HelperReady{At: outcome.At{Time: at}, Node: h.node, Role: h.role, Version: l.Ready.HelperVersion})
 		if v := l.Ready.HelperVersion; t.r.Version != "" && v != "" && v != t.r.Version {
-			t.r.Emit(view.Warning{At: view.At{Time: at}, Node: h.node, Message: fmt.Sprintf(
+			t.r.Emit(outcome.Warning{At: outcome.At{Time: at}, Node: h.node, Message: fmt.Sprintf(
 				"helper %s differs from plugin %s: the report format may not match; use --helper-image with the plugin's version", v, t.r.Version)})
 		}
 		if h == t.sender {
 			// The sender injects as soon as its flows are in: its ready
 			// line is the moment of injection, give or take microseconds.
-			t.r.Emit(view.Injected{At: view.At{Time: at}, Node: h.node})
+			t.r.Emit(outcome.Injected{At: outcome.At{Time: at}, Node: h.node})
 			return nil
 		}
 		if err := t.maybeStartSender(ctx); err != nil {
-			return &ending{view.Failed, err.Error(), err}
+			return &ending{verdict: outcome.Failed, reason: err.Error(), err: err}
 		}
 	case report.TypeObservation:
 		if l.Observation.Action == report.ActionDropped && l.Observation.NetworkPolicy == "" && t.r.ExplainDrop != nil {
@@ -68,10 +68,10 @@ func (t *tracer) onLine(ctx context.Context, m lineMsg) *ending {
 			l.Observation = &o
 		}
 		hop := hopFrom(h.node, h.role, l)
-		t.hops = append(t.hops, view.TimedHop{Hop: hop, At: at})
-		t.r.Emit(view.Observed{At: view.At{Time: at}, Hop: hop})
-		t.rec.add(h.node, h.role, *l.Observation, at)
-		if terminal(l.Observation.Action) {
+		t.hops = append(t.hops, outcome.TimedHop{Hop: hop, At: at})
+		t.r.Emit(outcome.Observed{At: outcome.At{Time: at}, Hop: hop})
+		t.rec.add(h.node, h.role, hop.Observation, at)
+		if _, ends := outcome.OfAction(hop.Observation.Action); ends {
 			t.end = &hop
 			// A helper's lines arrive in order, so the sender's own end is
 			// final at once; a receiver's waits for the sender's report to
@@ -91,8 +91,7 @@ func (t *tracer) onLine(ctx context.Context, m lineMsg) *ending {
 // helper has ended, or the sender has and its packet went into no tunnel.
 func (t *tracer) checkDone() *ending {
 	if t.end != nil && (t.end.Node == t.sender.node || t.sender.ended) {
-		v := view.FromHops(t.hops)
-		return &ending{v, describe(v, *t.end), nil}
+		return t.decided()
 	}
 	if !t.sender.ended {
 		return nil
@@ -110,9 +109,8 @@ func (t *tracer) checkDone() *ending {
 			}
 		}
 	}
-	v := view.FromHops(t.hops)
-	if v != view.Incomplete {
-		return &ending{v, describe(v, t.hops[len(t.hops)-1].Hop), nil}
+	if v, _ := outcome.Decide(t.hops); v != outcome.Incomplete {
+		return t.decided()
 	}
 	reason := fmt.Sprintf("the probe was not seen on %s within %s", t.sender.node, t.cfg.Timeout)
 	if tunnelled {
@@ -121,37 +119,15 @@ func (t *tracer) checkDone() *ending {
 		last := t.hops[len(t.hops)-1]
 		reason = fmt.Sprintf("the probe's last hop was %s %s on %s and nothing after it within %s", last.Observation.Component, last.Observation.Action, last.Node, t.cfg.Timeout)
 	}
-	return &ending{view.Incomplete, reason, nil}
+	return &ending{verdict: outcome.Incomplete, reason: reason}
 }
 
-// describe says in one sentence where the packet's path ended.
-func describe(v view.Verdict, h view.Hop) string {
-	o := h.Observation
-	where := fmt.Sprintf("on %s", h.Node)
-	table := h.TableName
-	if table == "" {
-		table = fmt.Sprint(h.TableID)
+// decided ends the trace with the verdict of its hops, at the hop that
+// decided it.
+func (t *tracer) decided() *ending {
+	v, at := outcome.Decide(t.hops)
+	if at == nil {
+		return &ending{verdict: v, reason: string(v)}
 	}
-	switch v {
-	case view.Delivered:
-		if o.Pod != "" {
-			return fmt.Sprintf("delivered to %s %s", o.Pod, where)
-		}
-		return "delivered " + where
-	case view.ForwardedOutOfNetwork:
-		return "left the cluster network " + where
-	case view.Dropped, view.Rejected:
-		s := fmt.Sprintf("%s %s by table %s", strings.ToLower(string(v)), where, table)
-		if o.NetworkPolicy != "" {
-			s += ", NetworkPolicy " + o.NetworkPolicy
-			if o.NetworkPolicyRule != "" {
-				s += " rule " + o.NetworkPolicyRule
-			}
-		}
-		if h.Flow != "" {
-			s += " (flow " + h.Flow + ")"
-		}
-		return s
-	}
-	return string(v)
+	return &ending{verdict: v, reason: outcome.Describe(v, *at, t.plan.View.DestinationKind), decided: at}
 }

@@ -11,8 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/report"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/outcome"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/traceflow"
-	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/view"
 )
 
 // recorder keeps the trace record: always in memory (for the outcome),
@@ -138,17 +138,14 @@ func (r *recorder) results() []report.NodeResult {
 }
 
 // finish stops the writer and writes the final phase and results.
-func (r *recorder) finish(ctx context.Context, v view.Verdict, reason string) error {
+func (r *recorder) finish(ctx context.Context, v outcome.Verdict, reason string) error {
 	close(r.stop)
 	r.writer.Wait()
 	tf := clone(r.tf)
 	tf.Status.Results = r.results()
-	switch v {
-	case view.Delivered, view.Dropped, view.Rejected, view.ForwardedOutOfNetwork:
-		tf.Status.Phase = traceflow.PhaseSucceeded
-	default:
-		tf.Status.Phase = traceflow.PhaseFailed
-		tf.Status.Reason = reason
+	tf.Status.Phase = traceflow.PhaseSucceeded
+	if !v.Completed() {
+		tf.Status.Phase, tf.Status.Reason = traceflow.PhaseFailed, reason
 	}
 	if ctx.Err() != nil { // interrupted: still record the end, briefly
 		var cancel context.CancelFunc

@@ -17,9 +17,9 @@ import (
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/report"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/exitcode"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/helperpod"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/outcome"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/tagalloc"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/traceflow"
-	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/view"
 )
 
 // Config is how helper pods are run.
@@ -44,7 +44,7 @@ type Plan struct {
 	Trace string
 	// View is the start of the trace as the user sees it; the runner fills
 	// in its time and tag.
-	View view.TraceStarted
+	View outcome.TraceStarted
 	// Sender is the source pod's node; Receivers the other nodes where the
 	// packet may arrive through a tunnel.
 	Sender     string
@@ -63,11 +63,11 @@ type Runner struct {
 	Tags    *tagalloc.Allocator
 	Records traceflow.Client
 	Now     func() time.Time
-	Emit    func(view.Update)
+	Emit    func(outcome.Update)
 	// ExplainDrop may name what dropped the probe (a NetworkPolicy and its
 	// rule) where the helper could only name the table and flow; nil or a
 	// failed lookup leaves the observation as it is.
-	ExplainDrop func(ctx context.Context, hops []view.TimedHop, o report.Observation) report.Observation
+	ExplainDrop func(ctx context.Context, hops []outcome.TimedHop, o report.Observation) report.Observation
 	// Version is the plugin's version, to warn about a helper of another.
 	Version string
 	// InUse returns the tags held by other engines' traces; may be nil.
@@ -76,8 +76,11 @@ type Runner struct {
 
 // Outcome is how a trace ended.
 type Outcome struct {
-	Verdict view.Verdict
+	Verdict outcome.Verdict
 	Reason  string
+	// Decided is the hop that decided the verdict (nil for Incomplete and
+	// Failed).
+	Decided *outcome.Hop
 	Tag     uint8
 	Results []report.NodeResult
 	// Record is the final trace record (the object, or its in-memory form).
@@ -157,9 +160,10 @@ func (r *Runner) Run(ctx context.Context, cfg Config, plan Plan) (out Outcome, e
 	// A sender still waiting when the trace ends reads end of input and
 	// does not inject.
 	defer t.goW.Close() //nolint:errcheck // closing a pipe cannot fail
-	out.Verdict, out.Reason, err = t.loop(ctx, pods, events)
+	end := t.loop(ctx, pods, events)
+	out.Verdict, out.Reason, out.Decided, err = end.verdict, end.reason, end.decided, end.err
 	out.Results = rec.results()
-	r.Emit(view.Finished{At: view.At{Time: r.Now()}, Verdict: out.Verdict, Reason: out.Reason})
+	r.Emit(outcome.Finished{At: outcome.At{Time: r.Now()}, Verdict: out.Verdict, Reason: out.Reason, Decided: out.Decided})
 	if ferr := rec.finish(ctx, out.Verdict, out.Reason); ferr != nil && err == nil {
 		err = apiFailure(ferr, "update", "traceflows/status", "")
 	}
@@ -170,9 +174,11 @@ func (r *Runner) Run(ctx context.Context, cfg Config, plan Plan) (out Outcome, e
 // ending is how the trace ends: returned by the handlers once the verdict
 // (or a failure) is known, nil while the trace goes on.
 type ending struct {
-	verdict view.Verdict
+	verdict outcome.Verdict
 	reason  string
 	err     error
+	// decided is the hop that decided the verdict, if one did.
+	decided *outcome.Hop
 }
 
 type lineMsg struct {
@@ -194,9 +200,9 @@ type tracer struct {
 	lines   chan lineMsg
 	helpers map[string]*helper // by pod name
 	sender  *helper
-	hops    []view.TimedHop
+	hops    []outcome.TimedHop
 	// end is the hop where the packet's path ended, once one reported it.
-	end *view.Hop
+	end *outcome.Hop
 	// parallel: the sender started with the receivers and waits for the go
 	// written to goW, which an attach to its stdin reads from goR.
 	parallel  bool
@@ -232,43 +238,43 @@ func (t *tracer) create(ctx context.Context, h *helper, role helperpod.Role) err
 		return apiFailure(err, "create", "pods", t.cfg.Namespace)
 	}
 	h.created, h.waiting = true, "scheduled"
-	t.r.Emit(view.HelperWaiting{At: view.At{Time: t.r.Now()}, Node: h.node, Role: h.role, Reason: h.waiting})
+	t.r.Emit(outcome.HelperWaiting{At: outcome.At{Time: t.r.Now()}, Node: h.node, Role: h.role, Reason: h.waiting})
 	return nil
 }
 
 // loop starts the helpers (receivers first, the sender once every receiver
 // is ready) and folds their reports until the verdict is known.
-func (t *tracer) loop(ctx context.Context, pods, events watch.Interface) (view.Verdict, string, error) {
+func (t *tracer) loop(ctx context.Context, pods, events watch.Interface) ending {
 	receivers := append([]string(nil), t.plan.Receivers...)
 	sort.Strings(receivers)
 	for _, n := range receivers {
 		if err := t.create(ctx, t.newHelper(n, helperpod.RoleReceiver), helperpod.RoleReceiver); err != nil {
-			return view.Failed, err.Error(), err
+			return ending{verdict: outcome.Failed, reason: err.Error(), err: err}
 		}
 	}
 	t.sender = t.newHelper(t.plan.Sender, helperpod.RoleSender)
 	t.parallel = t.cfg.ParallelStart && len(receivers) > 0
 	if t.parallel {
 		if err := t.create(ctx, t.sender, helperpod.RoleSender); err != nil {
-			return view.Failed, err.Error(), err
+			return ending{verdict: outcome.Failed, reason: err.Error(), err: err}
 		}
 	}
 	if err := t.maybeStartSender(ctx); err != nil {
-		return view.Failed, err.Error(), err
+		return ending{verdict: outcome.Failed, reason: err.Error(), err: err}
 	}
 	for {
 		select {
 		case <-ctx.Done():
 			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				return view.Incomplete, "no verdict within the trace's timeout plus the helpers' start-up time", nil
+				return ending{verdict: outcome.Incomplete, reason: "no verdict within the trace's timeout plus the helpers' start-up time"}
 			}
-			return view.Incomplete, "interrupted", exitcode.Errorf(exitcode.Timeout, "trace interrupted before it completed; its helper pods and tag were removed")
+			return ending{verdict: outcome.Incomplete, reason: "interrupted", err: exitcode.Errorf(exitcode.Timeout, "trace interrupted before it completed; its helper pods and tag were removed")}
 		case e, ok := <-pods.ResultChan():
 			if !ok {
-				return view.Failed, "pod watch closed", exitcode.Errorf(exitcode.Setup, "the API server closed the watch on helper pods: run the trace again")
+				return ending{verdict: outcome.Failed, reason: "pod watch closed", err: exitcode.Errorf(exitcode.Setup, "the API server closed the watch on helper pods: run the trace again")}
 			}
 			if end := t.onPod(ctx, e); end != nil {
-				return end.verdict, end.reason, end.err
+				return *end
 			}
 		case e, ok := <-events.ResultChan():
 			if !ok {
@@ -276,11 +282,11 @@ func (t *tracer) loop(ctx context.Context, pods, events watch.Interface) (view.V
 				continue
 			}
 			if end := t.onEvent(ctx, e); end != nil {
-				return end.verdict, end.reason, end.err
+				return *end
 			}
 		case m := <-t.lines:
 			if end := t.onLine(ctx, m); end != nil {
-				return end.verdict, end.reason, end.err
+				return *end
 			}
 		}
 	}
@@ -328,7 +334,7 @@ func (t *tracer) attach(ctx context.Context, ns, pod string) {
 
 func (t *tracer) fail(h *helper, problem string) *ending {
 	msg := fmt.Sprintf("helper on node %s: %s", h.node, problem)
-	return &ending{view.Failed, msg, exitcode.Errorf(exitcode.Setup, "%s", msg)}
+	return &ending{verdict: outcome.Failed, reason: msg, err: exitcode.Errorf(exitcode.Setup, "%s", msg)}
 }
 
 func (t *tracer) onPod(ctx context.Context, e watch.Event) *ending {
@@ -349,7 +355,7 @@ func (t *tracer) onPod(ctx context.Context, e watch.Event) *ending {
 	}
 	if waiting != "" && waiting != h.waiting && !h.ready {
 		h.waiting = waiting
-		t.r.Emit(view.HelperWaiting{At: view.At{Time: t.r.Now()}, Node: h.node, Role: h.role, Reason: waiting})
+		t.r.Emit(outcome.HelperWaiting{At: outcome.At{Time: t.r.Now()}, Node: h.node, Role: h.role, Reason: waiting})
 	}
 	if started(p) {
 		t.containerStarted(ctx, h)
@@ -372,7 +378,7 @@ func (t *tracer) containerStarted(ctx context.Context, h *helper) {
 		go t.attach(ctx, t.cfg.Namespace, h.pod)
 		if !h.ready {
 			h.waiting = "waiting for the receivers"
-			t.r.Emit(view.HelperWaiting{At: view.At{Time: t.r.Now()}, Node: h.node, Role: h.role, Reason: h.waiting})
+			t.r.Emit(outcome.HelperWaiting{At: outcome.At{Time: t.r.Now()}, Node: h.node, Role: h.role, Reason: h.waiting})
 		}
 	}
 }
@@ -400,7 +406,7 @@ func (t *tracer) onEvent(ctx context.Context, e watch.Event) *ending {
 	}
 	if waiting != "" && waiting != h.waiting {
 		h.waiting = waiting
-		t.r.Emit(view.HelperWaiting{At: view.At{Time: t.r.Now()}, Node: h.node, Role: h.role, Reason: waiting})
+		t.r.Emit(outcome.HelperWaiting{At: outcome.At{Time: t.r.Now()}, Node: h.node, Role: h.role, Reason: waiting})
 	}
 	return nil
 }

@@ -16,9 +16,9 @@ import (
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/report"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/exitcode"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/helperpod"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/outcome"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/tagalloc"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/traceflow"
-	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/view"
 )
 
 type harness struct {
@@ -26,7 +26,7 @@ type harness struct {
 	cs      *fake.Clientset
 	records *fakeRecords
 	mu      sync.Mutex
-	updates []view.Update
+	updates []outcome.Update
 	runner  *Runner
 }
 
@@ -38,7 +38,7 @@ func newHarness(script func(f *fakeCluster, p *corev1.Pod)) *harness {
 		Records: h.records,
 		Now:     time.Now,
 		Version: "v-test",
-		Emit: func(u view.Update) {
+		Emit: func(u outcome.Update) {
 			h.mu.Lock()
 			h.updates = append(h.updates, u)
 			h.mu.Unlock()
@@ -63,7 +63,7 @@ func plan(receivers ...string) Plan {
 	return Plan{
 		Trace: "tf-a-b-xyz", Sender: "n1", Receivers: receivers,
 		SenderArgs: []string{"--source-pod", "default/pod-a", "--destination", "10.244.2.5", "--tcp", "80"},
-		View:       view.TraceStarted{Name: "tf-a-b-xyz", Engine: "helper", Source: "default/pod-a", Destination: "default/pod-b"},
+		View:       outcome.TraceStarted{Name: "tf-a-b-xyz", Engine: "helper", Source: "default/pod-a", Destination: "default/pod-b"},
 		Record:     &traceflow.Traceflow{ObjectMeta: metav1.ObjectMeta{Name: "tf-a-b-xyz"}},
 		RecordAsCR: true,
 	}
@@ -116,7 +116,7 @@ func TestInterNodeDelivered(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out.Verdict != view.Delivered {
+	if out.Verdict != outcome.Delivered {
 		t.Fatalf("verdict %s (%s)", out.Verdict, out.Reason)
 	}
 	if got := strings.Join(h.cluster.createdNames(), ","); got != "receiver@n2,sender@n1" {
@@ -175,7 +175,7 @@ func TestIntraNodeDrop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out.Verdict != view.Dropped || !strings.Contains(out.Reason, "IngressDefaultRule") || !strings.Contains(out.Reason, "default/deny") {
+	if out.Verdict != outcome.Dropped || !strings.Contains(out.Reason, "IngressDefaultRule") || !strings.Contains(out.Reason, "default/deny") {
 		t.Fatalf("verdict %s reason %q", out.Verdict, out.Reason)
 	}
 }
@@ -190,10 +190,10 @@ func TestSenderNeverSawItsProbe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out.Verdict != view.Incomplete || out.Record.Status.Phase != traceflow.PhaseFailed {
+	if out.Verdict != outcome.Incomplete || out.Record.Status.Phase != traceflow.PhaseFailed {
 		t.Fatalf("verdict %s phase %s", out.Verdict, out.Record.Status.Phase)
 	}
-	if code, _ := view.ExitCode(out.Verdict, view.ExpectDelivered); code != exitcode.Timeout {
+	if code, _ := outcome.ExitCode(out.Verdict, outcome.ExpectDelivered, outcome.DestinationPod); code != exitcode.Timeout {
 		t.Fatalf("exit %d", code)
 	}
 }
@@ -224,7 +224,7 @@ func TestStartFailures(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(tc.script)
 			out, err := h.runner.Run(context.Background(), cfg(), plan())
-			if exitcode.Of(err) != exitcode.Setup || out.Verdict != view.Failed {
+			if exitcode.Of(err) != exitcode.Setup || out.Verdict != outcome.Failed {
 				t.Fatalf("want a setup failure, got %v (%s)", err, out.Verdict)
 			}
 			if !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "node n1") {
@@ -245,7 +245,7 @@ func TestInterruptCleansUp(t *testing.T) {
 		cancel() // Ctrl-C while the trace runs
 	})
 	out, err := h.runner.Run(ctx, cfg(), plan("n2"))
-	if exitcode.Of(err) != exitcode.Timeout || out.Verdict != view.Incomplete {
+	if exitcode.Of(err) != exitcode.Timeout || out.Verdict != outcome.Incomplete {
 		t.Fatalf("interrupted trace: %v %s", err, out.Verdict)
 	}
 	if len(h.cluster.deleted) != 1 || h.leases(t) != 0 || len(h.records.objects) != 0 {
@@ -258,11 +258,11 @@ func TestUpdatesReachTheView(t *testing.T) {
 	if _, err := h.runner.Run(context.Background(), cfg(), plan("n2")); err != nil {
 		t.Fatal(err)
 	}
-	m := &view.Model{}
+	m := &outcome.Model{}
 	for _, u := range h.updates {
 		m.Apply(u)
 	}
-	if len(m.Nodes) != 2 || m.Nodes[0].Name != "n1" || len(m.AllHops()) != 4 || m.Finished == nil || m.Finished.Verdict != view.Delivered || m.InjectedAt.IsZero() {
+	if len(m.Nodes) != 2 || m.Nodes[0].Name != "n1" || len(m.AllHops()) != 4 || m.Finished == nil || m.Finished.Verdict != outcome.Delivered || m.InjectedAt.IsZero() {
 		t.Fatalf("view model after the trace: nodes=%d hops=%d finished=%+v", len(m.Nodes), len(m.AllHops()), m.Finished)
 	}
 }
@@ -275,7 +275,7 @@ func TestVersionMismatchWarns(t *testing.T) {
 	}
 	warned := 0
 	for _, u := range h.updates {
-		if w, ok := u.(view.Warning); ok && strings.Contains(w.Message, "v-test differs from plugin v-plugin") {
+		if w, ok := u.(outcome.Warning); ok && strings.Contains(w.Message, "v-test differs from plugin v-plugin") {
 			warned++
 		}
 	}
@@ -289,7 +289,7 @@ func TestParallelStartSaysGoWhenReceiversAreReady(t *testing.T) {
 	c := cfg()
 	c.ParallelStart = true
 	out, err := h.runner.Run(context.Background(), c, plan("n2"))
-	if err != nil || out.Verdict != view.Delivered {
+	if err != nil || out.Verdict != outcome.Delivered {
 		t.Fatalf("%s %v", out.Verdict, err)
 	}
 	// Both pods exist from the start; the sender waited for its go.
@@ -328,7 +328,7 @@ func TestIntraNodeNeverWaitsForGo(t *testing.T) {
 	})
 	c := cfg()
 	c.ParallelStart = true
-	if out, err := h.runner.Run(context.Background(), c, plan()); err != nil || out.Verdict != view.Delivered {
+	if out, err := h.runner.Run(context.Background(), c, plan()); err != nil || out.Verdict != outcome.Delivered {
 		t.Fatalf("%s %v", out.Verdict, err)
 	}
 }
@@ -345,7 +345,81 @@ func TestStartedEventStartsTheLogAtOnce(t *testing.T) {
 		<-opened // no Running status ever arrives
 		f.write(p, readyLine(report.RoleSender), obsLine(delivered, 12, "Output", "x"))
 	})
-	if out, err := h.runner.Run(context.Background(), cfg(), plan()); err != nil || out.Verdict != view.Delivered {
+	if out, err := h.runner.Run(context.Background(), cfg(), plan()); err != nil || out.Verdict != outcome.Delivered {
 		t.Fatalf("%s %v", out.Verdict, err)
+	}
+}
+
+// A hop the helper did not see is marked inferred on its way to the view
+// and the record, whichever way the helper says so; a verdict it decides is
+// a prediction.
+func TestInferredHopsReachTheViewAndTheRecord(t *testing.T) {
+	selfSaid := dropped
+	selfSaid.Inferred = true
+	for name, last := range map[string]report.Line{
+		"hop not observed":      guessLine(dropped, 10, "IngressDefaultRule", "priority=200,ip,reg1=0x4 actions=drop"),
+		"observation inferred":  obsLine(selfSaid, 10, "IngressDefaultRule", "priority=200,ip,reg1=0x4 actions=drop"),
+		"no hop, only inferred": {Type: report.TypeObservation, Observation: &selfSaid},
+	} {
+		t.Run(name, func(t *testing.T) {
+			h := newHarness(func(f *fakeCluster, p *corev1.Pod) {
+				f.run(p)
+				f.write(p, readyLine(report.RoleSender), obsLine(spoof, 2, "SpoofGuard", "x"), last)
+			})
+			c := cfg()
+			c.Keep = true
+			out, err := h.runner.Run(context.Background(), c, plan())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if out.Verdict != outcome.Dropped || out.Decided == nil || !out.Decided.Inferred() {
+				t.Fatalf("verdict %s decided at %+v, want Dropped at an inferred hop", out.Verdict, out.Decided)
+			}
+			var marks []bool
+			var finished *outcome.Finished
+			h.mu.Lock()
+			for _, u := range h.updates {
+				switch u := u.(type) {
+				case outcome.Observed:
+					marks = append(marks, u.Hop.Inferred())
+				case outcome.Finished:
+					finished = &u
+				}
+			}
+			h.mu.Unlock()
+			if len(marks) != 2 || marks[0] || !marks[1] {
+				t.Errorf("inferred marks of the view's hops = %v, want [false true]", marks)
+			}
+			if finished == nil || !finished.Predicted() {
+				t.Errorf("the view's verdict %+v is not marked as predicted", finished)
+			}
+			obs := h.records.objects["tf-a-b-xyz"].Status.Results[0].Observations
+			if len(obs) != 2 || obs[0].Inferred || !obs[1].Inferred {
+				t.Errorf("recorded observations %+v, want only the second inferred", obs)
+			}
+		})
+	}
+}
+
+// Leaving the pod network is not reaching a pod: the reason says so.
+func TestGatewayIsNotDeliveryToAPod(t *testing.T) {
+	gw := report.Observation{Component: report.ComponentForwarding, ComponentInfo: "Output", Action: report.ActionForwardedOutOfNetwork}
+	for dst, want := range map[outcome.DestinationKind]string{
+		outcome.DestinationPod:     "was not seen reaching the destination",
+		outcome.DestinationOutside: "left the pod network on n1",
+	} {
+		h := newHarness(func(f *fakeCluster, p *corev1.Pod) {
+			f.run(p)
+			f.write(p, readyLine(report.RoleSender), obsLine(gw, 7, "L3Forwarding", "priority=190,ip actions=output:gw0"))
+		})
+		pl := plan()
+		pl.View.DestinationKind = dst
+		out, err := h.runner.Run(context.Background(), cfg(), pl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out.Verdict != outcome.ForwardedOutOfNetwork || !strings.Contains(out.Reason, want) {
+			t.Errorf("%s: verdict %s reason %q, want it to say %q", dst, out.Verdict, out.Reason, want)
+		}
 	}
 }

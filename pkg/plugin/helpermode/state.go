@@ -9,7 +9,7 @@ import (
 
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/report"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/helperpod"
-	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/view"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/outcome"
 )
 
 // helper is what the runner knows of one helper pod.
@@ -47,9 +47,15 @@ func podRole(r helperpod.Role) report.Role {
 	return report.RoleReceiver
 }
 
-// hopFrom turns a report line into the view's hop on node.
-func hopFrom(node string, role report.Role, l report.Line) view.Hop {
-	h := view.Hop{Node: node, Role: role, Observation: *l.Observation}
+// hopFrom turns a report line into the outcome's hop on node. A hop the
+// helper did not see (the observation says it was inferred, or its OVS hop
+// was not observed) is marked inferred on the observation itself, so that
+// the view and the record carry the mark as they are.
+func hopFrom(node string, role report.Role, l report.Line) outcome.Hop {
+	h := outcome.Hop{Node: node, Role: role, Observation: *l.Observation}
+	if l.Hop != nil && !l.Hop.Observed {
+		h.Observation.Inferred = true
+	}
 	if l.Hop != nil {
 		h.TableID = int(l.Hop.Table)
 		h.TableName = l.Hop.TableName
@@ -60,15 +66,6 @@ func hopFrom(node string, role report.Role, l report.Line) view.Hop {
 		}
 	}
 	return h
-}
-
-// terminal reports whether an action ends the packet's path.
-func terminal(a report.Action) bool {
-	switch a.Normalize() {
-	case report.ActionDelivered, report.ActionDropped, report.ActionRejected, report.ActionForwardedOutOfNetwork:
-		return true
-	}
-	return false
 }
 
 // Container waiting reasons that will not resolve by waiting.

@@ -11,6 +11,7 @@ import (
 	"github.com/muesli/termenv"
 
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/report"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/outcome"
 )
 
 // Live draws the whole trace as a frame: the path node by node, one row per
@@ -56,10 +57,14 @@ func NewLive(width, height int, profile termenv.Profile, explain bool) *Live {
 	return &Live{Width: width, Height: height, Explain: explain, styles: s}
 }
 
+// inferredMark follows a hop the packet was not seen at, only predicted by
+// OVS's trace of it.
+const inferredMark = "(inferred)"
+
 var spinner = []string{"⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"}
 
 // Frame renders the model as it stands at now; step picks the spinner glyph.
-func (l *Live) Frame(m *Model, now time.Time, step int) string {
+func (l *Live) Frame(m *outcome.Model, now time.Time, step int) string {
 	s := l.styles
 	var lines []string
 	t := m.Trace
@@ -98,7 +103,7 @@ func (l *Live) Frame(m *Model, now time.Time, step int) string {
 
 // path renders the nodes and their hops; fold folds every run of three or
 // more plain forwarding hops (no detail worth a row) into one row.
-func (l *Live) path(m *Model, fold bool) []string {
+func (l *Live) path(m *outcome.Model, fold bool) []string {
 	s := l.styles
 	var lines []string
 	for i, n := range m.Nodes {
@@ -111,10 +116,18 @@ func (l *Live) path(m *Model, fold bool) []string {
 			}
 			if k-j >= 3 {
 				var tables []string
+				inferred := ""
+				guessed := 0
 				for _, h := range n.Hops[j:k] {
 					tables = append(tables, esc(tableLabel(h.Hop)))
+					if h.Inferred() {
+						guessed++
+					}
 				}
-				lines = append(lines, s.dim.Render(fmt.Sprintf("│  %d hops forwarded: %s", k-j, strings.Join(tables, " › "))))
+				if guessed > 0 {
+					inferred = fmt.Sprintf(" (%d inferred)", guessed)
+				}
+				lines = append(lines, s.dim.Render(fmt.Sprintf("│  %d hops forwarded%s: %s", k-j, inferred, strings.Join(tables, " › "))))
 				j = k
 				continue
 			}
@@ -133,7 +146,7 @@ func plain(o report.Observation) bool {
 	return o.Action.Normalize() == report.ActionForwarded && details(o) == ""
 }
 
-func tableLabel(h Hop) string {
+func tableLabel(h outcome.Hop) string {
 	if h.Observation.ComponentInfo != "" {
 		return h.Observation.ComponentInfo
 	}
@@ -143,7 +156,7 @@ func tableLabel(h Hop) string {
 	return fmt.Sprint(h.TableID)
 }
 
-func nodeState(n *NodeState) string {
+func nodeState(n *outcome.NodeState) string {
 	switch {
 	case n.Waiting != "":
 		return " · " + esc(n.Waiting)
@@ -153,7 +166,7 @@ func nodeState(n *NodeState) string {
 	return ""
 }
 
-func (l *Live) hopLines(m *Model, h TimedHop) []string {
+func (l *Live) hopLines(m *outcome.Model, h outcome.TimedHop) []string {
 	s := l.styles
 	o := h.Observation
 	act := string(o.Action.Normalize())
@@ -169,6 +182,11 @@ func (l *Live) hopLines(m *Model, h TimedHop) []string {
 		where = h.TableName
 	}
 	row := fmt.Sprintf("│  %-13s %s %s", esc(string(o.Component)), actStyle.Render(fmt.Sprintf("%-10s", act)), esc(where))
+	if h.Inferred() {
+		// Not seen, only predicted: said on the row itself, so that a
+		// screenshot of the frame cannot pass a prediction off as a sighting.
+		row += s.warn.Render(" " + inferredMark)
+	}
 	since := s.dim.Render("  +" + fmtDur(m.Since(h.At)))
 	out := []string{row + since}
 	// Details go on the hop's row when they fit, else on a line of their
@@ -206,7 +224,7 @@ func details(o report.Observation) string {
 }
 
 // waitingFor says what the trace waits for now, in the user's words.
-func waitingFor(m *Model) string {
+func waitingFor(m *outcome.Model) string {
 	for _, n := range m.Nodes {
 		if !n.Ready {
 			reason := n.Waiting
@@ -225,20 +243,23 @@ func waitingFor(m *Model) string {
 	return "waiting for the packet"
 }
 
-func (l *Live) banner(m *Model) string {
+func (l *Live) banner(m *outcome.Model) string {
 	s := l.styles
 	f := m.Finished
 	var style lipgloss.Style
 	mark := "✔"
 	switch f.Verdict {
-	case Delivered, ForwardedOutOfNetwork:
+	case outcome.Delivered, outcome.ForwardedOutOfNetwork:
 		style = s.ok
-	case Incomplete:
+	case outcome.Incomplete:
 		style, mark = s.warn, "…"
 	default:
 		style, mark = s.bad, "✘"
 	}
 	text := style.Render(mark + " " + strings.ToUpper(string(f.Verdict)))
+	if f.Predicted() {
+		text += " " + s.warn.Render(predictedNote)
+	}
 	if !m.InjectedAt.IsZero() {
 		text += s.dim.Render(" in " + fmtDur(sub(f.Time, m.InjectedAt)) + " after injection")
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/muesli/termenv"
 
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/report"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/outcome"
 )
 
 const testWidth = 80
@@ -22,7 +23,7 @@ func TestLiveGolden(t *testing.T) {
 			l := NewLive(testWidth, 0, termenv.Ascii, false)
 			var buf bytes.Buffer
 			step := 0
-			build(updates, func(m *Model, u Update) {
+			build(updates, func(m *outcome.Model, u outcome.Update) {
 				f := l.Frame(m, u.When(), step)
 				for _, line := range strings.Split(strings.TrimSuffix(f, "\n"), "\n") {
 					if w := ansi.StringWidth(line); w > testWidth {
@@ -69,8 +70,8 @@ func TestLiveNarrowTerminalTruncates(t *testing.T) {
 
 func TestLiveEscapesClusterStrings(t *testing.T) {
 	l := NewLive(testWidth, 0, termenv.Ascii, false)
-	m := &Model{}
-	m.Apply(HelperWaiting{At: at(1), Node: "n\x1b[2J", Reason: "x"})
+	m := &outcome.Model{}
+	m.Apply(outcome.HelperWaiting{At: at(1), Node: "n\x1b[2J", Reason: "x"})
 	if f := l.Frame(m, t0, 0); strings.Contains(f, "\x1b") {
 		t.Fatalf("escape from a node name reached the terminal: %q", f)
 	}
@@ -104,10 +105,10 @@ func TestScreenRedrawsInPlace(t *testing.T) {
 // A frame taller than the terminal would scroll instead of redrawing in
 // place: plain forwarding hops fold so that it fits.
 func TestLiveFitsTheTerminalHeight(t *testing.T) {
-	var updates []Update
+	var updates []outcome.Update
 	updates = append(updates, scenarios["inter-node-delivered"][:6]...)
 	for i := range 30 {
-		updates = append(updates, Observed{At: at(872 + float64(i)/10), Hop: hop(n1, report.RoleSender, i, fmt.Sprintf("T%d", i),
+		updates = append(updates, outcome.Observed{At: at(872 + float64(i)/10), Hop: hop(n1, report.RoleSender, i, fmt.Sprintf("T%d", i),
 			report.Observation{Component: report.ComponentForwarding, ComponentInfo: fmt.Sprintf("T%d", i), Action: report.ActionForwarded}, "")})
 	}
 	updates = append(updates, scenarios["inter-node-delivered"][6:]...)
@@ -123,5 +124,33 @@ func TestLiveFitsTheTerminalHeight(t *testing.T) {
 	golden(t, "live-folded.txt", []byte(f))
 	if unfolded := NewLive(testWidth, 0, termenv.Ascii, false).Frame(m, m.Finished.Time, 0); strings.Contains(unfolded, "hops forwarded") {
 		t.Error("folded without a height limit")
+	}
+}
+
+// A hop that was only predicted says so in every format, and so does a
+// verdict that rests on one; folding a run of hops keeps their count.
+func TestInferredHopsAreMarked(t *testing.T) {
+	m := build(scenarios["inferred-drop"], nil)
+	f := NewLive(testWidth, 0, termenv.Ascii, false).Frame(m, m.Finished.Time, 0)
+	if !strings.Contains(f, "IngressDefaultRule (inferred)") || !strings.Contains(f, "DROPPED (predicted by OVS's trace, not observed)") {
+		t.Errorf("live frame does not mark the inferred hop and the predicted verdict:\n%s", f)
+	}
+	if s := Summary(m, outcome.ExpectDropped); !strings.Contains(s, "2 hops, 1 inferred from OVS's trace") || !strings.Contains(s, "(predicted by OVS's trace, not observed)") {
+		t.Errorf("summary %q does not count the inferred hop or call the verdict predicted", s)
+	}
+	rec := Record(m, nil)
+	if obs := rec.Status.Results[0].Observations; obs[0].Inferred || !obs[1].Inferred {
+		t.Errorf("record observations %+v, want only the second inferred", obs)
+	}
+
+	var updates []outcome.Update
+	updates = append(updates, scenarios["inferred-drop"][:3]...)
+	for i := range 4 {
+		o := report.Observation{Component: report.ComponentForwarding, ComponentInfo: fmt.Sprintf("T%d", i), Action: report.ActionForwarded, Inferred: i%2 == 0}
+		updates = append(updates, outcome.Observed{At: at(701 + float64(i)/10), Hop: hop(n1, report.RoleSender, i, "", o, "")})
+	}
+	folded := NewLive(testWidth, 8, termenv.Ascii, false).Frame(build(updates, nil), t0, 0)
+	if !strings.Contains(folded, "4 hops forwarded (2 inferred): T0") {
+		t.Errorf("folded hops lost their inferred count:\n%s", folded)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/report"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/outcome"
 )
 
 // Plain renders one stable line per update: a time since the trace started,
@@ -21,7 +22,7 @@ type Plain struct {
 }
 
 // Write renders u, which has just been applied to m.
-func (p Plain) Write(m *Model, u Update) error {
+func (p Plain) Write(m *outcome.Model, u outcome.Update) error {
 	line := p.line(m, u)
 	if line == "" {
 		return nil
@@ -30,56 +31,88 @@ func (p Plain) Write(m *Model, u Update) error {
 	return err
 }
 
-func (p Plain) line(m *Model, u Update) string {
+func (p Plain) line(m *outcome.Model, u outcome.Update) string {
 	switch u := u.(type) {
-	case TraceStarted:
+	case outcome.TraceStarted:
 		return kv("trace", "name", u.Name, "engine", u.Engine, "why", u.EngineReason,
 			"source", u.Source, "destination", u.Destination, "packet", u.Packet, "tag", strconv.Itoa(int(u.Tag)))
-	case HelperWaiting:
+	case outcome.HelperWaiting:
 		return kv("waiting", "node", u.Node, "role", string(u.Role), "for", u.Reason)
-	case HelperReady:
+	case outcome.HelperReady:
 		return kv("ready", "node", u.Node, "role", string(u.Role), "helper", u.Version)
-	case Injected:
+	case outcome.Injected:
 		return kv("injected", "node", u.Node)
-	case Observed:
+	case outcome.Observed:
 		h := u.Hop
 		o := h.Observation
 		fields := []string{"node", h.Node, "component", string(o.Component), "action", string(o.Action.Normalize()),
-			"info", o.ComponentInfo, "since_injection", fmtDur(m.Since(u.Time))}
+			"inferred", trueOrEmpty(h.Inferred()), "info", o.ComponentInfo, "since_injection", fmtDur(m.Since(u.Time))}
 		fields = append(fields, detailFields(o)...)
 		if p.Explain {
 			fields = append(fields, "table", tableRef(h), "flow", h.Flow, "cookie", cookieHex(h.Cookie))
 		}
 		return kv("hop", fields...)
-	case Warning:
+	case outcome.Warning:
 		return kv("warning", "node", u.Node, "message", u.Message)
-	case Finished:
-		return kv("verdict", "result", string(u.Verdict), "reason", u.Reason)
+	case outcome.Finished:
+		return kv("verdict", "result", string(u.Verdict), "predicted", trueOrEmpty(u.Predicted()), "reason", u.Reason)
 	}
 	return ""
 }
 
-// Summary is the one line a CI log reader looks for.
-func Summary(m *Model, want Expect) string {
-	v := Incomplete
-	if m.Finished != nil {
-		v = m.Finished.Verdict
-	}
-	code, _ := ExitCode(v, want)
+// Summary is the one line a CI log reader looks for: pass or fail, the
+// verdict (and whether it was only predicted), the path, how many hops
+// were inferred rather than seen, and the exit code.
+func Summary(m *outcome.Model, want outcome.Expect) string {
+	code, _ := m.ExitCode(want)
 	status := "PASS"
 	if code != 0 {
 		status = "FAIL"
 	}
 	if want == "" {
-		want = ExpectDelivered
+		want = outcome.ExpectDelivered
 	}
 	var path []string
 	for _, n := range m.Nodes {
 		path = append(path, n.Name)
 	}
-	return fmt.Sprintf("%s: %s -> %s (%s) %s via %s; expected %s (exit %d)",
-		status, quoteIfNeeded(m.Trace.Source), quoteIfNeeded(m.Trace.Destination), m.Trace.Packet, v,
-		orNone(strings.Join(path, " -> ")), want, code)
+	return fmt.Sprintf("%s: %s -> %s (%s) %s via %s; %s; expected %s (exit %d)",
+		status, quoteIfNeeded(m.Trace.Source), quoteIfNeeded(m.Trace.Destination), m.Trace.Packet, verdictText(m),
+		orNone(strings.Join(path, " -> ")), hopCount(m), want, code)
+}
+
+// verdictText is the verdict, saying so when only OVS's trace predicted it.
+func verdictText(m *outcome.Model) string {
+	v := string(m.Verdict())
+	if m.Finished != nil && m.Finished.Predicted() {
+		v += " " + predictedNote
+	}
+	return v
+}
+
+// predictedNote marks a verdict that rests on an inferred hop.
+const predictedNote = "(predicted by OVS's trace, not observed)"
+
+// hopCount says how many hops the path has and how many of them were only
+// inferred: "3 hops, 1 inferred from OVS's trace".
+func hopCount(m *outcome.Model) string {
+	hops, inferred := m.Counts()
+	s := fmt.Sprintf("%d hops", hops)
+	if hops == 1 {
+		s = "1 hop"
+	}
+	if inferred > 0 {
+		s += fmt.Sprintf(", %d inferred from OVS's trace", inferred)
+	}
+	return s
+}
+
+// trueOrEmpty is "true" for a set flag and "" (left out by kv) otherwise.
+func trueOrEmpty(b bool) string {
+	if b {
+		return "true"
+	}
+	return ""
 }
 
 // detailFields are the observation fields that say where the packet went.
@@ -91,7 +124,7 @@ func detailFields(o report.Observation) []string {
 	}
 }
 
-func tableRef(h Hop) string {
+func tableRef(h outcome.Hop) string {
 	if h.TableName == "" {
 		return strconv.Itoa(h.TableID)
 	}

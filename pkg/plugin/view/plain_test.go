@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/outcome"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/traceflow"
 )
 
@@ -46,12 +47,12 @@ func TestPlainGolden(t *testing.T) {
 			t.Run(name+suffix, func(t *testing.T) {
 				var buf bytes.Buffer
 				p := Plain{W: &buf, Explain: explain}
-				m := build(updates, func(m *Model, u Update) {
+				m := build(updates, func(m *outcome.Model, u outcome.Update) {
 					if err := p.Write(m, u); err != nil {
 						t.Fatal(err)
 					}
 				})
-				buf.WriteString(Summary(m, ExpectDelivered) + "\n")
+				buf.WriteString(Summary(m, outcome.ExpectDelivered) + "\n")
 				if escapeSeq.Match(buf.Bytes()) {
 					t.Fatal("plain output contains an escape sequence")
 				}
@@ -64,8 +65,8 @@ func TestPlainGolden(t *testing.T) {
 func TestPlainEscapesClusterStrings(t *testing.T) {
 	var buf bytes.Buffer
 	p := Plain{W: &buf}
-	m := &Model{}
-	u := HelperWaiting{At: at(1), Node: "evil\x1b[2Jnode", Reason: "a b"}
+	m := &outcome.Model{}
+	u := outcome.HelperWaiting{At: at(1), Node: "evil\x1b[2Jnode", Reason: "a b"}
 	m.Apply(u)
 	if err := p.Write(m, u); err != nil {
 		t.Fatal(err)

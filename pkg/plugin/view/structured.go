@@ -4,6 +4,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/report"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/outcome"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/traceflow"
 )
 
@@ -12,9 +13,10 @@ const VerdictAnnotation = "traceflow.kubectl-traceflow.io/verdict"
 
 // Record is the structured output: the trace record (spec and metadata from
 // base) with its status as the model saw it: phase, tag, start time and the
-// per-node results in path order; the verdict and, for a failure, its
-// reason. Like every renderer it only reads the model.
-func Record(m *Model, base *traceflow.Traceflow) *traceflow.Traceflow {
+// per-node results in path order, each observation with inferred: true
+// where it was only predicted; the verdict and, for a failure, its reason.
+// Like every renderer it only reads the model.
+func Record(m *outcome.Model, base *traceflow.Traceflow) *traceflow.Traceflow {
 	out := &traceflow.Traceflow{}
 	if base != nil {
 		*out = *base
@@ -44,10 +46,8 @@ func Record(m *Model, base *traceflow.Traceflow) *traceflow.Traceflow {
 	}
 	if f := m.Finished; f != nil {
 		ann[VerdictAnnotation] = string(f.Verdict)
-		switch f.Verdict {
-		case Delivered, ForwardedOutOfNetwork, Dropped, Rejected:
-			st.Phase = traceflow.PhaseSucceeded
-		default:
+		st.Phase = traceflow.PhaseSucceeded
+		if !f.Verdict.Completed() {
 			st.Phase, st.Reason = traceflow.PhaseFailed, f.Reason
 		}
 	}

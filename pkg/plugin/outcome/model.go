@@ -1,13 +1,16 @@
-// Package view is the one model of a running trace that every renderer
-// reads. Watchers and helpers produce typed updates; Model.Apply folds them
-// in; the live, plain and structured renderers only read the model and write
-// to an io.Writer. Nothing here talks to the cluster.
-package view
+// Package outcome is the domain of a trace's result: the hops (each seen or
+// only inferred from OVS's trace), the verdict and the hop that decided it,
+// the expectation and its exit code. The engines (helper mode, agent mode)
+// produce typed updates; Model.Apply folds them into the one model that
+// the record and every renderer read. Nothing here talks to the cluster or
+// draws anything.
+package outcome
 
 import (
 	"time"
 
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/report"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/exitcode"
 )
 
 // Update is one thing that happened to a trace.
@@ -30,8 +33,11 @@ type TraceStarted struct {
 	EngineReason string
 	Source       string
 	Destination  string
-	Packet       string // "TCP 80 SYN", "ICMP echo", ...
-	Tag          uint8
+	// DestinationKind is what Destination is; it decides whether leaving
+	// the pod network satisfies --expect delivered.
+	DestinationKind DestinationKind
+	Packet          string // "TCP 80 SYN", "ICMP echo", ...
+	Tag             uint8
 }
 
 // HelperWaiting is an update: a helper on Node is not running yet, for Reason
@@ -57,7 +63,9 @@ type Injected struct {
 	Node string
 }
 
-// Hop is one observation of the packet, with how OVS explains it.
+// Hop is one observation of the packet, with how OVS explains it. Whether
+// it was seen or only inferred is Observation.Inferred, so the record
+// carries it as it is.
 type Hop struct {
 	Node        string
 	Role        report.Role
@@ -68,6 +76,10 @@ type Hop struct {
 	Flow      string
 	Cookie    uint64
 }
+
+// Inferred reports whether the packet was not seen at this hop, only
+// predicted (by OVS's trace of the same packet).
+func (h Hop) Inferred() bool { return h.Observation.Inferred }
 
 // Observed is an update: the packet was seen at a hop.
 type Observed struct {
@@ -82,12 +94,19 @@ type Warning struct {
 	Message string
 }
 
-// Finished is an update: the trace ended with a verdict (and, for Failed, a reason).
+// Finished is an update: the trace ended with a verdict, a reason that
+// says where in words, and the hop that decided it (nil for Incomplete and
+// Failed).
 type Finished struct {
 	At
 	Verdict Verdict
 	Reason  string
+	Decided *Hop
 }
+
+// Predicted reports whether the verdict rests on a hop that was only
+// inferred from OVS's trace, not seen.
+func (f Finished) Predicted() bool { return f.Decided != nil && f.Decided.Inferred() }
 
 // NodeState is what the model knows of one node's helper or agent.
 type NodeState struct {
@@ -179,4 +198,31 @@ func (m *Model) AllHops() []TimedHop {
 		hops = append(hops, n.Hops...)
 	}
 	return hops
+}
+
+// Verdict is the trace's verdict so far: Incomplete until it finished.
+func (m *Model) Verdict() Verdict {
+	if m.Finished == nil {
+		return Incomplete
+	}
+	return m.Finished.Verdict
+}
+
+// ExitCode is the exit code of the trace as it stands, for want; see
+// ExitCode.
+func (m *Model) ExitCode(want Expect) (exitcode.Code, error) {
+	return ExitCode(m.Verdict(), want, m.Trace.DestinationKind)
+}
+
+// Counts returns the number of hops and how many of them were inferred.
+func (m *Model) Counts() (hops, inferred int) {
+	for _, n := range m.Nodes {
+		for _, h := range n.Hops {
+			hops++
+			if h.Inferred() {
+				inferred++
+			}
+		}
+	}
+	return hops, inferred
 }

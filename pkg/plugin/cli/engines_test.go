@@ -1,0 +1,67 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/netip"
+	"strings"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/outcome"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/resolve"
+)
+
+// The destination's kind decides whether leaving the pod network is the
+// end the user wanted: only for an address outside the cluster's pods.
+func TestReceiverNodesSayWhatTheDestinationIs(t *testing.T) {
+	hostPod := runningPod("kube-system", "host", "node-2", "192.168.77.12")
+	hostPod.Spec.HostNetwork = true
+	src := resolve.Endpoint{Kind: resolve.KindPod, Namespace: "default", Name: "pod-a", Node: "node-1"}
+	for _, tc := range []struct {
+		name      string
+		dst       resolve.Endpoint
+		objs      []runtime.Object
+		forbidden bool
+		want      outcome.DestinationKind
+		receivers string
+		warning   string
+	}{
+		{"pod", resolve.Endpoint{Kind: resolve.KindPod, Namespace: "default", Name: "pod-b", Node: "node-2"}, nil, false, outcome.DestinationPod, "node-2", ""},
+		{"host-network pod", resolve.Endpoint{Kind: resolve.KindPod, Namespace: "kube-system", Name: "host", Node: "node-2", HostNetwork: true}, nil, false, outcome.DestinationOutside, "node-2", ""},
+		{"service", resolve.Endpoint{Kind: resolve.KindService, Namespace: "default", Name: "web"}, demoCluster(), false, outcome.DestinationService, "", ""},
+		{"a pod's IP", resolve.Endpoint{Kind: resolve.KindIP, IP: netip.MustParseAddr("10.244.2.8")}, []runtime.Object{runningPod("demo", "pod-c", "node-2", "10.244.2.8")}, false, outcome.DestinationPodIP, "node-2", ""},
+		{"a node's IP", resolve.Endpoint{Kind: resolve.KindIP, IP: netip.MustParseAddr("192.168.77.12")}, []runtime.Object{hostPod}, false, outcome.DestinationOutside, "", ""},
+		{"an external IP", resolve.Endpoint{Kind: resolve.KindIP, IP: netip.MustParseAddr("8.8.8.8")}, nil, false, outcome.DestinationOutside, "", ""},
+		{"pods not listable", resolve.Endpoint{Kind: resolve.KindIP, IP: netip.MustParseAddr("10.244.2.8")}, nil, true, outcome.DestinationOutside, "", "cannot tell whether 10.244.2.8 is a pod's IP"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			kube := fake.NewClientset(tc.objs...)
+			if tc.forbidden {
+				kube.PrependReactor("list", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+					return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "", errors.New("no"))
+				})
+			}
+			var errOut bytes.Buffer
+			o := &TraceOptions{}
+			o.ErrOut = &errOut
+			c := &Clients{Kube: kube, Lookup: resolve.FromClientset(kube)}
+			nodes, kind, err := o.receiverNodes(context.Background(), c, &resolve.Result{Source: src, Destination: tc.dst})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if kind != tc.want || strings.Join(nodes, ",") != tc.receivers {
+				t.Errorf("kind %s receivers %v; want %s %s", kind, nodes, tc.want, tc.receivers)
+			}
+			if !strings.Contains(errOut.String(), tc.warning) || (tc.warning == "" && errOut.Len() > 0) {
+				t.Errorf("warnings %q, want %q", errOut.String(), tc.warning)
+			}
+		})
+	}
+}
