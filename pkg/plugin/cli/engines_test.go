@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -14,8 +15,10 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/helperpod"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/outcome"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/resolve"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/traceflow"
 )
 
 // The destination's kind decides whether leaving the pod network is the
@@ -63,5 +66,30 @@ func TestReceiverNodesSayWhatTheDestinationIs(t *testing.T) {
 				t.Errorf("warnings %q, want %q", errOut.String(), tc.warning)
 			}
 		})
+	}
+}
+
+// What --tcp-flags says reaches the helper as a number, all eight bits of
+// it: 0 is no flags (not SYN), and ECE and CWR are not dropped.
+func TestTCPFlagsReachTheHelper(t *testing.T) {
+	for in, want := range map[string]string{"0": "0", "none": "0", "ECE,CWR": "192", "0xc2": "194", "SYN": "2", "ACK": "16"} {
+		var flags int32
+		if err := (&tcpFlagsValue{&flags}).Set(in); err != nil {
+			t.Fatalf("--tcp-flags %s: %v", in, err)
+		}
+		tf := traceflow.Build(traceflow.Request{Name: "t", Protocol: traceflow.TCP, DstPort: 80, TCPFlags: flags, TTL: 64})
+		res := &resolve.Result{
+			Source:      resolve.Endpoint{Kind: resolve.KindPod, Namespace: "default", Name: "pod-a", IP: netip.MustParseAddr("10.244.1.5")},
+			Destination: resolve.Endpoint{Kind: resolve.KindPod, IP: netip.MustParseAddr("10.244.2.7")},
+		}
+		pod, err := helperpod.Build(helperpod.Params{TraceName: "t", Namespace: "kube-system", Node: "n1", Role: helperpod.RoleSender,
+			Image: "helper:test", Tag: 7, Timeout: time.Second, Args: senderArgs(res, tf)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := strings.Join(pod.Spec.Containers[0].Args, " ")
+		if !strings.Contains(got, "--tcp-flags "+want+" ") && !strings.HasSuffix(got, "--tcp-flags "+want) {
+			t.Errorf("--tcp-flags %s: the helper gets %q, want --tcp-flags %s", in, got, want)
+		}
 	}
 }

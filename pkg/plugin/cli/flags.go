@@ -115,7 +115,7 @@ func (f *tcpFlagsValue) String() string { return traceflow.FormatTCPFlags(*f.fla
 func (f *tcpFlagsValue) Set(s string) error {
 	flags, ok := traceflow.ParseTCPFlags(s)
 	if !ok {
-		return fmt.Errorf("TCP flags are names from SYN, ACK, FIN, RST, PSH, URG, ECE, CWR joined by commas, or a number 0-255: e.g. --tcp-flags SYN,ACK")
+		return fmt.Errorf("TCP flags are names from SYN, ACK, FIN, RST, PSH, URG, ECE, CWR joined by commas, none, or a number 0-255: e.g. --tcp-flags SYN,ACK")
 	}
 	*f.flags = flags
 	return nil

@@ -109,7 +109,7 @@ func (o *TraceOptions) addFlags(cmd *cobra.Command) {
 	f.Var(&portValue{&o.udpPort, "--udp 53"}, "udp", "trace a UDP packet to destination port PORT")
 	f.BoolVar(&o.icmp, "icmp", false, "trace an ICMP echo request (the default, except for a Service)")
 	f.Var(&portValue{&o.srcPort, "--src-port 40000"}, "src-port", "source port of a TCP or UDP probe (default: chosen by the engine)")
-	f.Var(&tcpFlagsValue{&o.tcpFlags}, "tcp-flags", "TCP flags of a --tcp probe, names joined by commas or a number")
+	f.Var(&tcpFlagsValue{&o.tcpFlags}, "tcp-flags", "TCP flags of a --tcp probe: names joined by commas (SYN,ACK), none, or a number 0-255")
 	f.Var(&ttlValue{&o.ttl}, "ttl", "IPv4 TTL or IPv6 hop limit of the probe, 1-255")
 	f.BoolVar(&o.ipv6, "ipv6", false, "trace over IPv6 (implied by an IPv6 destination)")
 	f.BoolVar(&o.live, "live", false, "trace the first packet of real traffic that matches, instead of injecting one")

@@ -136,8 +136,9 @@ func sanitize(s string) string {
 }
 
 // ParseTCPFlags parses flag names separated by ',' or '|' (SYN, ACK, FIN,
-// RST, PSH, URG, ECE, CWR, case-insensitive), or a number 0-255 (decimal or
-// 0x hex), into TCPHeader.Flags bits.
+// RST, PSH, URG, ECE, CWR, case-insensitive), "none", or a number 0-255
+// (decimal or 0x hex), into TCPHeader.Flags bits. 0 is no flags at all,
+// not a default.
 func ParseTCPFlags(s string) (int32, bool) {
 	s = strings.TrimSpace(s)
 	if s == "" {
@@ -145,6 +146,9 @@ func ParseTCPFlags(s string) (int32, bool) {
 	}
 	if n, ok := parseByte(s); ok {
 		return n, true
+	}
+	if strings.EqualFold(s, "none") { // what FormatTCPFlags says for 0
+		return 0, true
 	}
 	names := map[string]int32{
 		"FIN": TCPFlagFIN, "SYN": TCPFlagSYN, "RST": TCPFlagRST, "PSH": TCPFlagPSH,
