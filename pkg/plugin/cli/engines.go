@@ -31,6 +31,8 @@ type traceResult struct {
 	reason  string
 	// dst is what the destination is, which the exit code depends on.
 	dst outcome.DestinationKind
+	// decided is the hop that decided the verdict, if one did.
+	decided *outcome.Hop
 }
 
 // trace chooses the engine and runs the trace, feeding updates to emit.
@@ -65,7 +67,7 @@ func (o *TraceOptions) trace(ctx context.Context, c *Clients, res *resolve.Resul
 	if d.Mode == engine.Agent {
 		r := &agentmode.Runner{Records: c.Traceflows, Now: time.Now, Emit: emit}
 		ao, err := r.Run(ctx, tf, started, o.keep)
-		out.verdict, out.reason, out.dst = ao.Verdict, ao.Reason, dstKind
+		out.verdict, out.reason, out.dst, out.decided = ao.Verdict, ao.Reason, dstKind, ao.Decided
 		return out, err
 	}
 	if o.live {
@@ -99,7 +101,7 @@ func (o *TraceOptions) trace(ctx context.Context, c *Clients, res *resolve.Resul
 		Trace: tf.Name, View: started, Sender: res.Source.Node, Receivers: receivers,
 		SenderArgs: senderArgs(res, tf), Record: tf, RecordAsCR: d.RecordAsCR,
 	})
-	out.verdict, out.reason, out.dst = ho.Verdict, ho.Reason, dstKind
+	out.verdict, out.reason, out.dst, out.decided = ho.Verdict, ho.Reason, dstKind, ho.Decided
 	return out, err
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
 	"strings"
 	"testing"
@@ -15,6 +16,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/report"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/exitcode"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/helperpod"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/outcome"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/resolve"
@@ -91,5 +94,43 @@ func TestTCPFlagsReachTheHelper(t *testing.T) {
 		if !strings.Contains(got, "--tcp-flags "+want+" ") && !strings.HasSuffix(got, "--tcp-flags "+want) {
 			t.Errorf("--tcp-flags %s: the helper gets %q, want --tcp-flags %s", in, got, want)
 		}
+	}
+}
+
+// The exit code and the final error follow the verdict, the expectation
+// and what the destination is; a predicted verdict says so.
+func TestFinishJudgesTheOutcome(t *testing.T) {
+	gw := &outcome.Hop{Node: "n1", Observation: report.Observation{Action: report.ActionForwardedOutOfNetwork}}
+	guess := &outcome.Hop{Node: "n1", Observation: report.Observation{Action: report.ActionDropped, Inferred: true}}
+	for _, tc := range []struct {
+		name   string
+		r      traceResult
+		expect string
+		code   exitcode.Code
+		msg    string
+	}{
+		{"gateway, pod destination", traceResult{verdict: outcome.ForwardedOutOfNetwork, reason: "left", dst: outcome.DestinationPod, decided: gw}, "delivered", exitcode.Verdict, "left the pod network"},
+		{"gateway, outside destination", traceResult{verdict: outcome.ForwardedOutOfNetwork, reason: "left", dst: outcome.DestinationOutside, decided: gw}, "delivered", exitcode.OK, ""},
+		{"predicted drop", traceResult{verdict: outcome.Dropped, reason: "dropped on n1", dst: outcome.DestinationPod, decided: guess}, "delivered", exitcode.Verdict, "dropped on n1 (predicted by OVS's trace, not observed)"},
+		{"tunnel, no receiver", traceResult{verdict: outcome.Incomplete, reason: "no receiver", dst: outcome.DestinationPod}, "delivered", exitcode.Timeout, "did not complete"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			o := &TraceOptions{format: outputPlain, expect: tc.expect}
+			o.Out, o.ErrOut = &out, &errOut
+			s := newSink(outputPlain, false, false, &out, time.Now)
+			s.Emit(outcome.TraceStarted{Name: "t", DestinationKind: tc.r.dst})
+			s.Emit(outcome.Finished{Verdict: tc.r.verdict, Reason: tc.r.reason, Decided: tc.r.decided})
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			err := o.finish(s, &traceflow.Traceflow{}, tc.r, nil)
+			if exitcode.Of(err) != tc.code || (tc.msg != "" && (err == nil || !strings.Contains(err.Error(), tc.msg))) {
+				t.Errorf("exit %d, %v; want %d saying %q", exitcode.Of(err), err, tc.code, tc.msg)
+			}
+			if want := fmt.Sprintf("(exit %d)", tc.code); !strings.Contains(out.String(), want) {
+				t.Errorf("summary does not end with %s:\n%s", want, out.String())
+			}
+		})
 	}
 }

@@ -267,7 +267,11 @@ func (o *TraceOptions) finish(s *sink, tf *traceflow.Traceflow, r traceResult, e
 	}
 	code, verr := outcome.ExitCode(r.verdict, expect, r.dst)
 	if verr != nil && r.reason != "" {
-		verr = fmt.Errorf("%w: %s", verr, r.reason)
+		reason := r.reason
+		if r.decided != nil && r.decided.Inferred() {
+			reason += " (predicted by OVS's trace, not observed)"
+		}
+		verr = fmt.Errorf("%w: %s", verr, reason)
 	}
 	return exitcode.Wrap(code, verr)
 }

@@ -27,6 +27,24 @@ const (
 	Setup Code = 4
 )
 
+// meanings are the CI contract in words, as the README's exit-code table
+// states it (a test keeps the two in step); package outcome implements it.
+var meanings = map[Code]string{
+	OK: "the verdict matches what was expected (default `--expect delivered`: delivered to the destination pod or " +
+		"an endpoint of the destination Service; for a destination outside the cluster's pods, such as a node IP " +
+		"or an external address, forwarded out of the pod network)",
+	Usage: "bad usage or input; nothing was created",
+	Verdict: "the trace completed and the packet was dropped or rejected, or did not match `--expect` (a packet " +
+		"to a pod or Service that left the pod network, e.g. through the gateway, and was not seen reaching it " +
+		"was not delivered)",
+	Timeout: "the trace did not complete in time (a packet forwarded into a tunnel that no receiver reported on " +
+		"is incomplete)",
+	Setup: "cluster or setup failure (RBAC, helper could not start, API unreachable)",
+}
+
+// Meaning says what the code means to a CI user.
+func (c Code) Meaning() string { return meanings[c] }
+
 // Error is an error with the exit code it must end the process with.
 type Error struct {
 	Code Code

@@ -69,6 +69,9 @@ func TestREADMETableMatches(t *testing.T) {
 		}
 		if n, err := strconv.Atoi(strings.TrimSpace(cells[1])); err == nil {
 			codes = append(codes, n)
+			if got, want := strings.TrimSpace(cells[2]), Code(n).Meaning(); got != want {
+				t.Errorf("README says exit %d means\n  %s\nthe code says\n  %s", n, got, want)
+			}
 		}
 	}
 	want := []int{int(OK), int(Usage), int(Verdict), int(Timeout), int(Setup)}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
@@ -19,6 +20,7 @@ import (
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/outcome"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/tagalloc"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/traceflow"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/view"
 )
 
 type harness struct {
@@ -396,6 +398,17 @@ func TestInferredHopsReachTheViewAndTheRecord(t *testing.T) {
 			obs := h.records.objects["tf-a-b-xyz"].Status.Results[0].Observations
 			if len(obs) != 2 || obs[0].Inferred || !obs[1].Inferred {
 				t.Errorf("recorded observations %+v, want only the second inferred", obs)
+			}
+			// The kept object (kubectl get traceflow -o json) and -o json
+			// (rendered from the view's model) say the same.
+			m := &outcome.Model{}
+			h.mu.Lock()
+			for _, u := range h.updates {
+				m.Apply(u)
+			}
+			h.mu.Unlock()
+			if d := cmp.Diff(view.Record(m, nil).Status.Results[0].Observations, obs); d != "" {
+				t.Errorf("-o json and the kept record differ (-json +kept):\n%s", d)
 			}
 		})
 	}
