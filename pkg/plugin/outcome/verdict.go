@@ -102,6 +102,13 @@ func (k DestinationKind) onPodNetwork() bool {
 	return k == DestinationPod || k == DestinationService || k == DestinationPodIP
 }
 
+// ReachedDestination reports whether v means the packet got where it was
+// sent: delivered, or, for a destination outside the cluster's pods, out of
+// the pod network. This is what --expect delivered asks for.
+func ReachedDestination(v Verdict, dst DestinationKind) bool {
+	return v == Delivered || (v == ForwardedOutOfNetwork && !dst.onPodNetwork())
+}
+
 // ExitCode maps a verdict, the expectation and the destination's kind to
 // the CI contract of DESIGN.md. The error, for a non-zero code, says what
 // happened and what was expected. It is the one place verdicts become exit
@@ -121,7 +128,7 @@ func ExitCode(v Verdict, want Expect, dst DestinationKind) (exitcode.Code, error
 	case ExpectAny:
 		ok = true
 	case ExpectDelivered:
-		ok = v == Delivered || (v == ForwardedOutOfNetwork && !dst.onPodNetwork())
+		ok = ReachedDestination(v, dst)
 	case ExpectDropped:
 		ok = v == Dropped || v == Rejected
 	case ExpectRejected:

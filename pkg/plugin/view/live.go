@@ -248,10 +248,14 @@ func (l *Live) banner(m *outcome.Model) string {
 	f := m.Finished
 	var style lipgloss.Style
 	mark := "✔"
-	switch f.Verdict {
-	case outcome.Delivered, outcome.ForwardedOutOfNetwork:
+	switch {
+	case outcome.ReachedDestination(f.Verdict, m.Trace.DestinationKind):
 		style = s.ok
-	case outcome.Incomplete:
+	case f.Verdict == outcome.ForwardedOutOfNetwork:
+		// Out of the pod network, but the destination is a pod: the packet
+		// went somewhere, not where it was sent.
+		style, mark = s.warn, "!"
+	case f.Verdict == outcome.Incomplete:
 		style, mark = s.warn, "…"
 	default:
 		style, mark = s.bad, "✘"

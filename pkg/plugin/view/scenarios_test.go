@@ -140,7 +140,7 @@ var scenarios = map[string][]outcome.Update{
 		outcome.Injected{At: at(701), Node: n1},
 		outcome.Observed{At: at(701.3), Hop: hop(n1, report.RoleSender, 7, "L3Forwarding",
 			report.Observation{Component: report.ComponentForwarding, ComponentInfo: "Output", Action: report.ActionForwardedOutOfNetwork}, "priority=190,ip actions=output:antrea-gw0")},
-		outcome.Finished{At: at(702), Verdict: outcome.ForwardedOutOfNetwork, Reason: "left the pod network on lab-node-1"},
+		outcome.Finished{At: at(702), Verdict: outcome.ForwardedOutOfNetwork, Reason: "left the pod network on lab-node-1 by table L3Forwarding (through the gateway or the uplink) and was not seen reaching the destination"},
 	},
 	// An address outside the cluster's pods: leaving the pod network is
 	// the end the user wanted (exit 0).
