@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -22,6 +23,7 @@ import (
 	"k8s.io/streaming/pkg/httpstream"
 	"k8s.io/utils/ptr"
 
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/exitcode"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/helperpod"
 )
 
@@ -110,4 +112,20 @@ func (c clientsetCluster) Logs(ctx context.Context, namespace, pod string) (io.R
 		Container: helperpod.ContainerName,
 		Follow:    true,
 	}).Stream(ctx)
+}
+
+// apiFailure classifies an API error: Forbidden names the missing verb and
+// resource; everything else is a setup failure.
+func apiFailure(err error, verb, resource, ns string) error {
+	if apierrors.IsForbidden(err) && strings.Contains(err.Error(), "violates PodSecurity") {
+		return exitcode.Errorf(exitcode.Setup, "namespace %s enforces a PodSecurity level that rejects helper pods (they need hostNetwork and a hostPath of the OVS run directory, i.e. level privileged): use --helper-namespace with a privileged namespace such as kube-system, or label %s pod-security.kubernetes.io/enforce=privileged: %w", ns, ns, err)
+	}
+	if apierrors.IsForbidden(err) {
+		where := "cluster-wide"
+		if ns != "" {
+			where = "in namespace " + ns
+		}
+		return exitcode.Errorf(exitcode.Setup, "not allowed to %s %s %s: grant it (see the README's RBAC section) or use --helper-namespace: %w", verb, resource, where, err)
+	}
+	return exitcode.Errorf(exitcode.Setup, "%s %s: %w", verb, resource, err)
 }
