@@ -86,6 +86,13 @@ func TestFinalOnRecordedTraces(t *testing.T) {
 		"OVN ACL drop on the receiver":        {"ovn-acl-drop.txt", "dpif-show-ovn-n2.txt", ovnNode2(), report.ActionDropped, "", "", 46, 0, false},
 		"OVN ACL reject on the receiver":      {"ovn-acl-reject.txt", "dpif-show-ovn-n2.txt", ovnNode2(), report.ActionRejected, "", "", 46, 0, false},
 		"without dpif/show: the hops' output": {"tunnel-after-ct.txt", "", testBridge(), report.ActionForwarded, "tun0", "192.168.77.2", 20, 0, false},
+		// OVS's trace, resuming after conntrack, takes the tun_dst the
+		// pipeline set for the tunnel the packet came from and refuses to
+		// tunnel it ("Not tunneling to our own address", datapath actions
+		// "drop"); the datapath tunnels it (the integration tests see the
+		// probe arrive). tun0's remote_ip is flow: the watch takes the
+		// destination from the real packet.
+		"tunnel the trace refuses after conntrack": {"ovs-tunnel-refused-after-ct.txt", "dpif-show-integration.txt", testBridge(), report.ActionForwarded, "tun0", "", 20, 0, false},
 	} {
 		t.Run(name, func(t *testing.T) {
 			tr := ofproto.Parse(readRecorded(t, tc.trace), "br-int")
@@ -108,7 +115,10 @@ func TestFinalOnRecordedTraces(t *testing.T) {
 			if h.Table != tc.table || h.Depth != tc.depth {
 				t.Errorf("decided at hop %d table %d depth %d, want table %d depth %d", i, h.Table, h.Depth, tc.table, tc.depth)
 			}
-			checkAgainstDatapath(t, tr, v)
+			// The one trace whose datapath actions are wrong (see its case).
+			if tc.trace != "ovs-tunnel-refused-after-ct.txt" {
+				checkAgainstDatapath(t, tr, v)
+			}
 		})
 	}
 }

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bytes"
+	"net/netip"
 	"testing"
 
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/ofproto"
@@ -156,8 +157,40 @@ func TestMetadataFlowAndOpenEnded(t *testing.T) {
 	if got := metadataFlow(md, markTramp); got != want {
 		t.Errorf("metadataFlow = %q, want %q", got, want)
 	}
+	md.HasMeta, md.Meta = true, 7
+	md.CtLabel[15] = 1
+	md.CtNwSrc, md.CtNwDst = netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.96.0.10")
+	md.CtNwProto, md.CtTpSrc, md.CtTpDst = 6, 50000, 80
+	want = "in_port=3,pkt_mark=0x74661000,reg1=0x64,metadata=0x7,tun_id=0x5,ct_state=0x21,ct_zone=65520,ct_mark=0x10" +
+		",ct_label=0x00000000000000000000000000000001,ct_nw_src=10.0.0.1,ct_nw_dst=10.96.0.10,ct_nw_proto=6,ct_tp_src=50000,ct_tp_dst=80"
+	if got := metadataFlow(md, markTramp); got != want {
+		t.Errorf("metadataFlow with OVN's datapath and a conntrack tuple = %q, want %q", got, want)
+	}
 	if !openEnded(ofproto.Trace{Hops: []ofproto.Hop{{}}, DatapathActions: "hash(sym_l4(0)),recirc(0x2)"}) ||
 		openEnded(ofproto.Trace{Hops: []ofproto.Hop{{}}, DatapathActions: "3"}) {
 		t.Error("openEnded")
+	}
+}
+
+func TestPassEndAndRecircHop(t *testing.T) {
+	hops := []ofproto.Hop{
+		{Table: 0, Actions: []string{"goto_table:5"}},
+		{Table: 5, Actions: []string{"ct(table=6,zone=65520,nat)", "nat", "-> A clone of the packet is forked to recirculate. The forked pipeline will be resumed at table 6."}},
+		{Table: 73, NoMatch: true},
+		{Table: 6, Pass: 1, Actions: []string{"goto_table:8"}},
+		{Table: 8, Pass: 1, Actions: []string{"group:1"}},
+	}
+	if got := passEnd(hops, 0); got != 3 {
+		t.Errorf("passEnd(0) = %d, want 3", got)
+	}
+	if got := passEnd(hops, 3); got != 5 {
+		t.Errorf("passEnd(3) = %d, want 5", got)
+	}
+	// The conntrack hop, not the subroutine's miss printed after it.
+	if got := recircHop(hops[:3], 0); got != 1 {
+		t.Errorf("recircHop = %d, want 1 (the ct hop)", got)
+	}
+	if got := recircHop(hops, 3); got != 4 {
+		t.Errorf("recircHop from 3 = %d, want 4 (the group hop)", got)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/ofproto"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/ovsdb"
@@ -64,6 +65,9 @@ func fateVerdict(t ofproto.Trace, br *ovsdb.Bridge) (int, Verdict) {
 				return i, Verdict{Action: report.ActionDropped, Reason: "handed to the OpenFlow controller, which the pipeline does not mark as a reject; the datapath outputs nothing"}
 			}
 		}
+	}
+	if i, v, ok := refusedOwnTunnel(t, br, last); ok {
+		return i, v
 	}
 	if fate.Recirc {
 		return lastHop(t), Verdict{Action: report.ActionForwarded, Open: true,
@@ -235,3 +239,44 @@ const (
 // ovnRejectOpcodes are OVN's action opcodes that answer the source in
 // place of the packet (ACTION_OPCODE_ICMP, TCP_RESET, REJECT, SCTP_ABORT).
 var ovnRejectOpcodes = map[uint32]bool{10: true, 11: true, 22: true, 24: true}
+
+// refusedOwnTunnel finds an output into a tunnel that OVS's trace refused in
+// a pass it resumed after conntrack (">> Not tunneling to our own
+// address"). Resuming, the trace takes the tunnel fields the pipeline set
+// before conntrack (tun_dst) for the tunnel the packet arrived from, and
+// will not send it back there; the datapath, whose recirculated packet
+// arrived from no tunnel, tunnels it. Only a packet that really came from
+// a tunnel (pass 0 entering on a tunnel port) would be refused.
+func refusedOwnTunnel(t ofproto.Trace, br *ovsdb.Bridge, from int) (int, Verdict, bool) {
+	if len(t.Hops) == 0 {
+		return 0, Verdict{}, false
+	}
+	if in := br.ByOfport(t.Hops[0].InPort); in != nil && in.IsTunnel() {
+		return 0, Verdict{}, false
+	}
+	for i := len(t.Hops) - 1; i >= from; i-- {
+		h := t.Hops[i]
+		if h.Pass == 0 {
+			continue
+		}
+		for j, a := range h.Actions {
+			if !strings.HasPrefix(a, ">> Not tunneling to our own address") || j == 0 {
+				continue
+			}
+			port := strings.TrimSpace(strings.TrimPrefix(strings.TrimPrefix(h.Actions[j-1], "-> output port is "), "output:"))
+			if p := br.ByOfport(port); p != nil && p.IsTunnel() {
+				return i, Verdict{Action: report.ActionForwarded, Port: p, TunnelDst: remoteIP(p),
+					Reason: "into tunnel " + p.Name + ": OVS's trace of the pass after conntrack refuses it (\"Not tunneling to our own address\"), the datapath does not"}, true
+			}
+		}
+	}
+	return 0, Verdict{}, false
+}
+
+// remoteIP is a tunnel port's fixed remote IP, or "" where the flow sets it.
+func remoteIP(p *ovsdb.Port) string {
+	if r := p.Options["remote_ip"]; r != "flow" {
+		return r
+	}
+	return ""
+}

@@ -57,7 +57,7 @@ func newOneNodeLB(t *testing.T, selectionMethod string) *oneNode {
 }
 
 func (o *oneNode) spec(t *testing.T, tag uint8, dst netip.Addr, proto probe.Protocol, port uint16) engine.TraceSpec {
-	return engine.TraceSpec{Common: common(o.n, tag, nil, t), SourcePod: o.a.Ref(), Destination: dst, Protocol: proto, DstPort: port}
+	return engine.TraceSpec{Common: common(o.n, tag, nil, t), SourcePod: o.a.Ref(), Destination: dst, Protocol: proto, DstPort: port, TCPFlags: 0x02}
 }
 
 func (o *oneNode) assertNoTraceFlows(t *testing.T, ready report.Line) {
@@ -332,11 +332,11 @@ func TestIntegrationInterNodeGeneve(t *testing.T) {
 	defer capture.Close()
 	const tag = 31
 	rbuf, rdone := receive(t, tn.n2, tag)
-	spec := engine.TraceSpec{Common: common(tn.n1, tag, nil, t), SourcePod: tn.a.Ref(), Destination: tn.b.IP, Protocol: probe.TCP, DstPort: 80}
+	spec := engine.TraceSpec{Common: common(tn.n1, tag, nil, t), SourcePod: tn.a.Ref(), Destination: tn.b.IP, Protocol: probe.TCP, DstPort: 80, TCPFlags: 0x02}
 	out, lines := traced(t, spec)
 	res := result(t, lines)
 	if out.ExitCode != engine.ExitOK {
-		t.Fatalf("sender exit code %d: %s", out.ExitCode, res.Explanation.Summary)
+		t.Fatalf("sender exit code %d: %s\n%s", out.ExitCode, res.Explanation.Summary, res.Explanation.Trace)
 	}
 	obs := observations(lines)
 	last := obs[len(obs)-1]
@@ -413,7 +413,7 @@ resyncs:
 			time.Sleep(5 * time.Millisecond)
 		}
 	}
-	spec := engine.TraceSpec{Common: common(tn.n1, tag, nil, t), SourcePod: tn.a.Ref(), Destination: tn.b.IP, Protocol: probe.TCP, DstPort: 80}
+	spec := engine.TraceSpec{Common: common(tn.n1, tag, nil, t), SourcePod: tn.a.Ref(), Destination: tn.b.IP, Protocol: probe.TCP, DstPort: 80, TCPFlags: 0x02}
 	out, lines := traced(t, spec)
 	if out.ExitCode != engine.ExitOK {
 		t.Fatalf("sender exit code %d: %s", out.ExitCode, result(t, lines).Explanation.Summary)
@@ -462,7 +462,7 @@ func TestIntegrationIsolation(t *testing.T) {
 	results := make(chan res, 2)
 	for i, dir := range [][2]*ovstest.Pod{{o.a, o.b}, {o.b, o.a}} {
 		tag := uint8(40 + i)
-		spec := engine.TraceSpec{Common: common(o.n, tag, nil, t), SourcePod: dir[0].Ref(), Destination: dir[1].IP, Protocol: probe.TCP, DstPort: 80}
+		spec := engine.TraceSpec{Common: common(o.n, tag, nil, t), SourcePod: dir[0].Ref(), Destination: dir[1].IP, Protocol: probe.TCP, DstPort: 80, TCPFlags: 0x02}
 		go func() {
 			var buf syncBuffer
 			spec.Out = report.NewWriter(&buf, nil)
@@ -492,4 +492,87 @@ func TestIntegrationIsolation(t *testing.T) {
 		t.Fatalf("background ping: %d sent, %d answered; want all answered", pinger.Sent, pinger.Received)
 	}
 	t.Logf("background ping: %d sent, %d answered", pinger.Sent, pinger.Received)
+}
+
+// Issue 10, done-when 4b: a Service behind a dp_hash select group whose
+// buckets only load the endpoint into registers and resubmit (Antrea's
+// shape). OVS's trace stops at the group; the helper pauses the probe where
+// it reenters a table and continues OVS's trace from that table, not from
+// table 0 (where it would meet the group again). The trace ends Delivered
+// at the endpoint the probe really reached, with translatedDstIP, and
+// exactly one tagged probe reaches the endpoints, counted on their
+// interfaces.
+func TestIntegrationServiceRegisterBuckets(t *testing.T) {
+	requireOVS(t)
+	n := ovstest.NewNode(t, 1)
+	a := n.AddPod("default", "pod-a", 2)
+	b := n.AddPod("default", "pod-b", 3)
+	c := n.AddPod("default", "pod-c", 4)
+	svc := ovstest.Service{GroupID: 1, VIP: "10.96.0.10", Port: 80, Endpoints: []string{b.IP.String(), c.IP.String()}, RegisterBuckets: true}
+	n.Pipeline(svc)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	for _, p := range []*ovstest.Pod{b, c} {
+		if err := p.ServeTCP(ctx, 80); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := a.DialTCP(svc.VIP+":80", 3*time.Second); err != nil {
+		t.Fatalf("pod-a cannot reach the service over the test pipeline: %v", err)
+	}
+	const tag = 15
+	captures := map[string]*ovstest.Capture{}
+	for _, p := range []*ovstest.Pod{b, c} {
+		cp, err := p.StartCapture()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cp.Close()
+		captures[p.IP.String()] = cp
+	}
+	start := time.Now()
+	spec := engine.TraceSpec{Common: common(n, tag, nil, t), SourcePod: a.Ref(), Destination: netip.MustParseAddr(svc.VIP),
+		Protocol: probe.TCP, DstPort: 80, TCPFlags: 0x02}
+	out, lines := traced(t, spec)
+	t.Logf("time to verdict: %s", time.Since(start))
+	res := result(t, lines)
+	if out.ExitCode != engine.ExitOK {
+		t.Logf("trace:\n%s", res.Explanation.Trace)
+		t.Fatalf("exit code %d, want 0; %s", out.ExitCode, res.Explanation.Summary)
+	}
+	obs := observations(lines)
+	var translated string
+	for _, o := range obs {
+		if o.Component == report.ComponentLB && o.TranslatedDstIP != "" {
+			translated = o.TranslatedDstIP
+		}
+	}
+	last := obs[len(obs)-1]
+	if last.Action != report.ActionDelivered || last.Inferred {
+		t.Fatalf("last observation %+v, want Delivered, observed", last)
+	}
+	want := map[string]string{b.IP.String(): "default/pod-b", c.IP.String(): "default/pod-c"}
+	if translated == "" || want[translated] != last.Pod {
+		t.Fatalf("translatedDstIP %q and delivered to %q: they must name the same endpoint", translated, last.Pod)
+	}
+	// Count the tagged probes that reached either endpoint: exactly one,
+	// at the endpoint translatedDstIP names.
+	seen := map[string]int{}
+	for ip, cp := range captures {
+		for {
+			if _, ok := cp.WaitFor(500*time.Millisecond, func(f []byte) bool {
+				s, err := probe.Decode(f)
+				return err == nil && s.DSCP == tag
+			}); !ok {
+				break
+			}
+			seen[ip]++
+		}
+	}
+	if seen[translated] != 1 || len(seen) != 1 {
+		t.Errorf("tagged probes per endpoint %v, want exactly one at %s", seen, translated)
+	}
+	if flows := n.DumpFlows("cookie=0x7466000000000000/0xffff000000000000"); strings.Count(flows, "cookie=") > 0 {
+		t.Errorf("trace flows remain:\n%s", flows)
+	}
 }

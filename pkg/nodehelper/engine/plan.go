@@ -23,9 +23,12 @@
 //     real packet's metadata and resumes it (watch.go).
 //   - The probe carries a mark in its IPv4 identification or IPv6 flow
 //     label besides the tag, because replies may copy the DSCP.
-//   - After installing, the helper waits for a revalidator round, since
-//     cached datapath flows translated before the copies would carry the
-//     probe past them.
+//   - After installing flows that a packet looked up in the datapath's
+//     cache would need, the helper waits for a revalidator round that began
+//     after they were installed (revalidated), since cached datapath flows
+//     translated before the copies would carry the probe past them. The
+//     probe is injected once: a trace never sends a second probe that could
+//     reach the destination.
 //   - A CNI agent may replace the bridge's whole flow table on a resync,
 //     deleting the helper's flows (the lab's agent does on every cluster
 //     event, a trace's own helper pods included): every flow asks OVS for
@@ -55,6 +58,9 @@ const (
 	kindCont = 3
 	// kindTramp starts a trace at a given table (see extend).
 	kindTramp = 4
+	// kindBump is a flow that matches nothing but the helper's own mark:
+	// adding it makes OVS start a revalidator round (see revalidated).
+	kindBump = 5
 )
 
 // pkt_mark values the helper uses on the probe only, between a hop where
@@ -62,6 +68,7 @@ const (
 const (
 	markCont  = uint32(0x74660000)
 	markTramp = uint32(0x74661000)
+	markBump  = uint32(0x74662000)
 )
 
 // TraceCookie builds a trace's cookie base from its tag and a random value.
@@ -113,9 +120,10 @@ type PlanInput struct {
 	// From is the first hop to plan: hops before it belong to an earlier
 	// part of the path whose flows are installed already.
 	From int
-	// Mark, when set, makes the copies of the last hop set pkt_mark to it,
+	// Mark, when set, makes the copies of hop MarkHop set pkt_mark to it,
 	// so that continuation catchers recognise the probe after that hop.
-	Mark uint32
+	Mark    uint32
+	MarkHop int
 }
 
 // BuildPlan derives the observation flows from OVS's trace of the probe.
@@ -187,7 +195,7 @@ func BuildPlan(in PlanInput) (Plan, error) {
 			if err != nil {
 				return p, err
 			}
-			if in.Mark != 0 && i == len(in.Trace.Hops)-1 {
+			if in.Mark != 0 && i == in.MarkHop {
 				ca = append(ca, openflow.SetFieldAction(openflow.PktMarkField(in.Mark))...)
 			}
 			prio := fd.Priority

@@ -10,11 +10,12 @@ import (
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/report"
 )
 
-// Receive waits for the tagged probe to arrive from a tunnel and reports
-// what this node does with it.
+// Receive waits for the tagged probe to arrive from another node (through a
+// tunnel, or routed through the gateway or an uplink) and reports what this
+// node does with it.
 //
 // The helper cannot know the probe in advance, so a catch flow in table 0
-// (highest priority, tunnel in_port, the tag) pauses the real packet and
+// (highest priority, an arrival port's in_port, the tag) pauses the real packet and
 // sends it up with its tunnel metadata. The helper removes the catch
 // flows, asks OVS for its trace of exactly that packet, installs the tagged
 // copies of the path's flows, and resumes the packet, whose remaining
@@ -30,9 +31,9 @@ func Receive(ctx context.Context, c Common) (Outcome, error) {
 		return Outcome{ExitCode: ExitSetup}, err
 	}
 	defer s.cleanup()
-	tunnels := s.br.Tunnels()
-	if len(tunnels) == 0 {
-		return Outcome{ExitCode: ExitSetup}, setupErr("bridge %s has no tunnel port: nothing can arrive from other nodes", s.c.Bridge)
+	arrivals := s.br.Arrivals()
+	if len(arrivals) == 0 {
+		return Outcome{ExitCode: ExitSetup}, setupErr("bridge %s has no tunnel, gateway or uplink port: nothing can arrive from other nodes", s.c.Bridge)
 	}
 	ca, err := openflow.ControllerAction(s.ctlID, userdata(s.c.Tag, kindCatch, 0, 0), true)
 	if err != nil {
@@ -40,9 +41,9 @@ func Receive(ctx context.Context, c Common) (Outcome, error) {
 	}
 	actions := append(ca, openflow.ResubmitAction(0)...)
 	var catch Plan
-	for _, tp := range tunnels {
+	for _, tp := range arrivals {
 		for _, et := range []uint16{0x0800, 0x86dd} {
-			m := append(openflow.InPortField(uint32(tp.Ofport)), openflow.EthTypeField(et)...) //nolint:gosec // ofport > 0
+			m := append(openflow.InPortField(openflow.PortNumber(tp.Ofport)), openflow.EthTypeField(et)...)
 			m = append(m, openflow.DSCPField(s.c.Tag)...)
 			catch.FlowMods = append(catch.FlowMods, openflow.NewFlow(0, 0, 0xffff, s.cookie|kindCatch, s.c.hardTimeout(), m, actions))
 		}
@@ -104,11 +105,6 @@ func Receive(ctx context.Context, c Common) (Outcome, error) {
 	if err != nil {
 		return Outcome{ExitCode: ExitSetup}, setupErr("%w", err)
 	}
-	// Should the probe stop reporting (see watch), send it again as it came
-	// from the tunnel: same packet, in_port and tunnel metadata.
-	s.reinject = func() error {
-		return s.of.Send(openflow.PacketOutWithMetadata(s.of.NextXid(), md.InPort, openflow.TunnelFields(md), pin.Packet))
-	}
 	var dst netip.Addr
 	if sum.DstIP.IsValid() {
 		dst = sum.DstIP
@@ -169,7 +165,7 @@ func (s *session) notSeen(err error) (Outcome, error) {
 	}
 	res := report.NodeResult{Node: s.c.Node, Role: report.RoleReceiver}
 	code := ExitTimeout
-	ex := &report.Explanation{Summary: fmt.Sprintf("no packet with tag %d arrived from a tunnel within %s", s.c.Tag, s.c.Timeout)}
+	ex := &report.Explanation{Summary: fmt.Sprintf("no packet with tag %d arrived from another node within %s", s.c.Tag, s.c.Timeout)}
 	if err := s.c.Out.Write(report.Line{Type: report.TypeResult, Result: &res, Explanation: ex, ExitCode: &code}); err != nil {
 		return Outcome{}, err
 	}

@@ -62,8 +62,6 @@ type session struct {
 	start  time.Time
 	// foreign counts packet-ins that were not this trace's.
 	foreign int
-	// reinject sends the probe again (sender only).
-	reinject func() error
 	// probeSrcPort is the probe's TCP/UDP source port, 0 where unknown
 	// (on a receiver).
 	probeSrcPort uint16
@@ -217,7 +215,7 @@ func (s *session) install(ctx context.Context, p Plan, revalidate bool) error {
 }
 
 // send sends flow mods, waits for a barrier and, if revalidate, for OVS to
-// revalidate its datapath flow cache.
+// have revalidated its datapath flow cache against them.
 func (s *session) send(ctx context.Context, msgs [][]byte, revalidate bool) error {
 	for _, m := range msgs {
 		setXid(m, s.of.NextXid())
@@ -225,34 +223,51 @@ func (s *session) send(ctx context.Context, msgs [][]byte, revalidate bool) erro
 			return err
 		}
 	}
-	// The barrier says the flow tables changed, not that the datapath's
-	// flow cache has caught up: a packet the datapath looks up (one arriving
-	// from a tunnel, or recirculated after conntrack) would still hit a
-	// cached megaflow translated before the copies existed (ignoring the
-	// DSCP tag) until a revalidator round replaces it. revalidator/wait
-	// answers at the end of the next revalidator round. Asked together
-	// with the flow mods, it usually catches the round they start (a few
-	// ms); asked later, it may wait a whole revalidator period (OVS's
-	// max-revalidator, 500 ms by default). Should it catch a round that
-	// began just before the flow mods, the sender's stall check injects
-	// the probe again.
-	var waited chan error
-	if revalidate {
-		waited = make(chan error, 1)
-		go func() {
-			_, err := s.ovs.Call(ctx, "revalidator/wait")
-			waited <- err
-		}()
-	}
 	if err := s.of.Barrier(ctx); err != nil {
 		return fmt.Errorf("install observation flows: %w", err)
 	}
-	if waited != nil {
-		if err := <-waited; err != nil {
-			return fmt.Errorf("wait for OVS to revalidate its flow cache: %w", err)
-		}
+	if !revalidate {
+		return nil
+	}
+	if err := s.revalidated(ctx); err != nil {
+		return fmt.Errorf("wait for OVS to revalidate its flow cache: %w", err)
 	}
 	return nil
+}
+
+// revalidated returns once a whole revalidator round has run after the
+// flows sent so far were in the tables.
+//
+// The barrier says the flow tables changed, not that the datapath's flow
+// cache has caught up: a packet the datapath looks up (one arriving from a
+// tunnel) would still hit a megaflow translated before the copies existed,
+// which ignores the DSCP tag, until a revalidator round replaces it.
+// revalidator/wait answers when the round running at the time of asking
+// ends (OVS compares its dump sequence number), and that round may have
+// begun before the flows were added. So: wait once, which ends that round;
+// touch the flow table, which makes the revalidators start the next round
+// at once instead of after max-revalidator (500 ms); wait again, which ends
+// a round that began after the flows were in place. No probe is sent twice
+// to make up for a stale cache: a second probe would reach the destination
+// a second time.
+func (s *session) revalidated(ctx context.Context) error {
+	if _, err := s.ovs.Call(ctx, "revalidator/wait"); err != nil {
+		return err
+	}
+	bump := openflow.NewFlow(s.of.NextXid(), 0, 0, s.cookie|kindBump, 1, openflow.PktMarkField(markBump), nil)
+	if err := s.of.Send(bump); err != nil {
+		return err
+	}
+	if err := s.of.Barrier(ctx); err != nil {
+		return err
+	}
+	_, err := s.ovs.Call(ctx, "revalidator/wait")
+	if del, derr := openflow.DeleteByCookie(s.of.NextXid(), s.cookie|kindBump, ^uint64(0)); derr == nil {
+		// Its hard timeout would remove it within a second; a trace's
+		// flows are only the ones it reports.
+		_ = s.of.Send(del)
+	}
+	return err
 }
 
 func setXid(m []byte, xid uint32) {
@@ -319,17 +334,26 @@ func summary(t ofproto.Trace, final int, v Verdict, names TableNames) string {
 	}
 	h := t.Hops[final]
 	where := names.Name(h.Table)
-	switch v.Action {
-	case report.ActionDelivered:
-		return fmt.Sprintf("delivered to pod %s (port %s) by %s", v.Port.PodName(), v.Port.Name, where)
-	case report.ActionForwarded:
-		return fmt.Sprintf("forwarded into tunnel %s to %s by %s", v.Port.Name, v.TunnelDst, where)
-	case report.ActionForwardedOutOfNetwork:
+	port := v.PortName
+	if v.Port != nil {
+		port = v.Port.Name
+	}
+	switch {
+	case v.Open:
+		return fmt.Sprintf("the packet went on after %s into a recirculation that neither OVS's trace nor the helper followed further (%s)", where, v.Reason)
+	case v.Action == report.ActionDelivered && v.Port != nil:
+		return fmt.Sprintf("delivered to pod %s (port %s) by %s", v.Port.PodName(), port, where)
+	case v.Action == report.ActionForwarded && port != "":
+		return fmt.Sprintf("forwarded into tunnel %s to %s by %s", port, v.TunnelDst, where)
+	case v.Action == report.ActionForwardedOutOfNetwork && port != "":
+		return fmt.Sprintf("left the pod network through port %s by %s", port, where)
+	case v.Action == report.ActionForwardedOutOfNetwork:
 		return fmt.Sprintf("left the pod network by %s", where)
-	case report.ActionDropped:
-		if h.NoMatch {
-			return fmt.Sprintf("dropped in %s: no flow matches (the pipeline ends here)", where)
-		}
+	case v.Action == report.ActionRejected:
+		return fmt.Sprintf("rejected in %s by flow %q priority %d cookie %#x (%s)", where, h.Match, h.Priority, h.Cookie, v.Reason)
+	case v.Action == report.ActionDropped && h.NoMatch:
+		return fmt.Sprintf("dropped in %s: no flow matches (the pipeline ends here)", where)
+	case v.Action == report.ActionDropped:
 		return fmt.Sprintf("dropped in %s by flow %q priority %d cookie %#x", where, h.Match, h.Priority, h.Cookie)
 	}
 	return fmt.Sprintf("%s in %s", v.Action, where)

@@ -14,25 +14,21 @@ import (
 )
 
 // maxContinuations bounds how often a trace is extended past hops where
-// OVS's trace ends open.
-const maxContinuations = 4
-
-// stallAfter is how long the probe may go without reporting, before the end
-// of its path, until the sender injects it again (at most maxReinjections
-// times). Packet-ins arrive about 0.3 ms after each other.
-const (
-	stallAfter      = 300 * time.Millisecond
-	maxReinjections = 2
-)
+// OVS's trace ends open or recirculates: a pipeline passes conntrack a few
+// times (Antrea's three times on a Service path, OVN's a little more).
+const maxContinuations = 8
 
 // path is what the helper knows of the probe's path while it watches.
 type path struct {
 	t        ofproto.Trace
 	watched  []bool
 	observed []bool
-	// open is true while the path ends in a recirculation that OVS's trace
-	// could not follow (a select group using dp_hash): the probe is then
-	// paused where it reenters a table, and the path extended from there.
+	// open is true while the path ends in a recirculation: a select group
+	// using dp_hash, which OVS's trace cannot follow, or conntrack, where
+	// OVS's trace assumes a new connection (ct_state trk,new) whatever the
+	// datapath's conntrack table holds for the probe's tuple. The probe is
+	// then paused where it reenters a table and the path extended from
+	// there, traced with the real packet's registers and conntrack state.
 	open    bool
 	ethType uint16
 	conts   int
@@ -44,22 +40,82 @@ func openEnded(t ofproto.Trace) bool {
 	return len(t.Hops) > 0 && strings.Contains(t.DatapathActions, "recirc(")
 }
 
-// plan builds the flows for hops from..end, marking the last one when the
-// path ends open, and installs them with the continuation catchers.
+// passEnd returns the index after the last hop of the pass that hop from
+// belongs to: where a recirculation (conntrack) begins the next pass.
+func passEnd(hops []ofproto.Hop, from int) int {
+	for i := from; i < len(hops); i++ {
+		if hops[i].Pass != hops[from].Pass {
+			return i
+		}
+	}
+	return len(hops)
+}
+
+// setsTunnel reports whether a flow among hops sets tunnel metadata
+// (tun_dst, tun_src, tun_id...) for an output into a tunnel later. A probe
+// that carries such fields must not be paused: OVS resumes a paused packet
+// as if it had arrived from that tunnel and then refuses to tunnel it back
+// ("Not tunneling to our own address"), which would drop the real probe.
+// Such a path is planned whole, from OVS's prediction of the passes after
+// conntrack.
+func setsTunnel(hops []ofproto.Hop) bool {
+	for _, h := range hops {
+		for _, a := range h.Actions {
+			if strings.HasPrefix(a, "set_field:") && strings.Contains(a, "->tun_") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// recircHop is the hop among hops[from:] whose flow sends the packet into
+// the recirculation: the one whose actions OVS annotates with "resumed at
+// table" (a conntrack action with a table), else the last one with a ct
+// or group action, else the last hop.
+func recircHop(hops []ofproto.Hop, from int) int {
+	for _, want := range []func(string) bool{
+		func(a string) bool { return strings.Contains(a, "resumed at table") },
+		func(a string) bool { return strings.HasPrefix(a, "ct(") || strings.HasPrefix(a, "group:") },
+	} {
+		for i := len(hops) - 1; i >= from; i-- {
+			for _, a := range hops[i].Actions {
+				if want(a) {
+					return i
+				}
+			}
+		}
+	}
+	return len(hops) - 1
+}
+
+// plan builds the flows for hops from on and installs them. Where the path
+// recirculates, it plans only up to the recirculation: the copy of the hop
+// that recirculates marks the probe, and catchers pause it where it
+// reenters a table, so that the rest is traced with what the real packet
+// carries (extend) rather than predicted.
 func (s *session) plan(ctx context.Context, p *path, from int, revalidate bool) (Plan, error) {
-	flows, err := s.flowsOf(ctx, ofproto.Trace{Hops: p.t.Hops[from:]})
-	if err != nil {
-		return Plan{}, err
+	full := p.t
+	if p.conts < maxContinuations && from < len(p.t.Hops) {
+		if end := passEnd(p.t.Hops, from); end < len(p.t.Hops) && !setsTunnel(p.t.Hops[:end]) {
+			p.t.Hops = p.t.Hops[:end:end]
+			p.t.DatapathActions = ""
+		}
 	}
-	p.open = openEnded(p.t) && p.conts < maxContinuations
-	in := PlanInput{Trace: p.t, Flows: flows, Tag: s.c.Tag, EthType: p.ethType, Cookie: s.cookie,
-		ControllerID: s.ctlID, HardTimeout: s.c.hardTimeout(), From: from}
-	if p.open {
-		in.Mark = markCont
-	}
-	plan, err := BuildPlan(in)
+	cut := len(p.t.Hops) < len(full.Hops)
+	p.open = (cut || openEnded(full)) && p.conts < maxContinuations
+	plan, err := s.buildPlan(ctx, p, from)
 	if err != nil {
 		return plan, err
+	}
+	if p.open && cut && !plan.Watched[recircHop(p.t.Hops, from)] {
+		// The hop that recirculates cannot mark the probe, so no catcher
+		// would see it again: take OVS's prediction of the rest instead.
+		s.c.Logf("hop %d cannot be watched: the path after its recirculation is OVS's prediction (ct_state trk,new)", recircHop(p.t.Hops, from))
+		p.t, p.open = full, openEnded(full) && p.conts < maxContinuations
+		if plan, err = s.buildPlan(ctx, p, from); err != nil {
+			return plan, err
+		}
 	}
 	for i, why := range plan.Skipped {
 		s.c.Logf("hop %d (%s) is explained by OVS's trace only: %s", i, s.names.Name(p.t.Hops[i].Table), why)
@@ -79,21 +135,42 @@ func (s *session) plan(ctx context.Context, p *path, from int, revalidate bool) 
 	return plan, s.install(ctx, plan, revalidate)
 }
 
+// buildPlan reads the flows of the tables on p's path from hop from on and
+// builds the observation flows, the recirculating hop marking the probe
+// when the path is open.
+func (s *session) buildPlan(ctx context.Context, p *path, from int) (Plan, error) {
+	flows, err := s.flowsOf(ctx, ofproto.Trace{Hops: p.t.Hops[from:]})
+	if err != nil {
+		return Plan{}, err
+	}
+	in := PlanInput{Trace: p.t, Flows: flows, Tag: s.c.Tag, EthType: p.ethType, Cookie: s.cookie,
+		ControllerID: s.ctlID, HardTimeout: s.c.hardTimeout(), From: from, MarkHop: -1}
+	if p.open {
+		in.Mark, in.MarkHop = markCont, recircHop(p.t.Hops, from)
+	}
+	return BuildPlan(in)
+}
+
 // catchers pause the marked probe in whatever table it enters next. They
 // are the highest priority, so they win over everything, and match only
 // the probe (tag and pkt_mark); their remaining actions clear the mark and
 // look the table up again, after the helper has replaced them with copies
 // of the flows OVS says the probe takes from there.
+//
+// Each catcher writes its own table into its userdata: a paused
+// NXT_PACKET_IN2 carries no table_id (OVS 3.1, measured), and a
+// continuation traced from table 0 instead of where the packet really is
+// meets the select group again and loops.
 func (s *session) catchers(ethType uint16) ([][]byte, error) {
-	ca, err := openflow.ControllerAction(s.ctlID, userdata(s.c.Tag, kindCont, 0, 0), true)
-	if err != nil {
-		return nil, err
-	}
 	clear := openflow.SetFieldAction(openflow.PktMarkField(0))
 	match := append(append(openflow.EthTypeField(ethType), openflow.DSCPField(s.c.Tag)...), openflow.PktMarkField(markCont)...)
 	var out [][]byte
 	for table := 0; table < 254; table++ {
-		actions := append(append(append([]byte(nil), ca...), clear...), openflow.ResubmitAction(uint8(table))...)
+		ca, err := openflow.ControllerAction(s.ctlID, userdata(s.c.Tag, kindCont, uint16(table), 0), true)
+		if err != nil {
+			return nil, err
+		}
+		actions := append(append(ca, clear...), openflow.ResubmitAction(uint8(table))...)
 		out = append(out, openflow.NewFlow(0, uint8(table), 0xffff, s.cookie|kindCont, s.c.hardTimeout(), match, actions))
 	}
 	return out, nil
@@ -104,13 +181,24 @@ func (s *session) catchers(ethType uint16) ([][]byte, error) {
 // state) from that table, through a trampoline flow in table 0 that only
 // the trace's packet (its pkt_mark) takes, the helper installs copies of
 // the new hops and lets the probe go on.
-func (s *session) extend(ctx context.Context, p *path, pin openflow.PacketIn) error {
+func (s *session) extend(ctx context.Context, p *path, pin openflow.PacketIn, table uint8) error {
 	p.conts++
 	resume := func() { _ = s.of.Send(openflow.Resume(s.of.NextXid(), pin)) }
 	s.forget(kindCont)
 	del, _ := openflow.DeleteByCookie(s.of.NextXid(), s.cookie|kindCont, ^uint64(0))
-	tramp := openflow.NewFlow(s.of.NextXid(), 0, 0xffff, s.cookie|kindTramp, s.c.hardTimeout(), openflow.PktMarkField(markTramp),
-		append(openflow.SetFieldAction(openflow.PktMarkField(0)), openflow.ResubmitAction(pin.TableID)...))
+	// Tunnel fields the pipeline set (a tunnel destination chosen before
+	// conntrack) are set again by the trampoline, not handed in as the
+	// traced packet's metadata: OVS would take them for the tunnel the
+	// packet arrived from, and refuse to tunnel it back there ("Not
+	// tunneling to our own address"), which the real packet never met. A
+	// packet that really arrived from a tunnel keeps them as metadata.
+	md, tunnelSet := pin.Metadata, []byte(nil)
+	if in := s.br.ByOfport(fmt.Sprint(md.InPort)); in == nil || !in.IsTunnel() {
+		tunnelSet = openflow.SetTunnelActions(md)
+		md.HasTunID, md.TunSrc, md.TunDst = false, netip.Addr{}, netip.Addr{}
+	}
+	actions := append(append(openflow.SetFieldAction(openflow.PktMarkField(0)), tunnelSet...), openflow.ResubmitAction(table)...)
+	tramp := openflow.NewFlow(s.of.NextXid(), 0, 0xffff, s.cookie|kindTramp, s.c.hardTimeout(), openflow.PktMarkField(markTramp), actions)
 	for _, m := range [][]byte{del, tramp} {
 		if err := s.of.Send(m); err != nil {
 			resume()
@@ -119,16 +207,16 @@ func (s *session) extend(ctx context.Context, p *path, pin openflow.PacketIn) er
 	}
 	if err := s.of.Barrier(ctx); err != nil {
 		resume()
-		return fmt.Errorf("continue the trace at table %d: %w", pin.TableID, err)
+		return fmt.Errorf("continue the trace at table %d: %w", table, err)
 	}
 	// The trace's packet carries no tag, so that it takes the pipeline's
 	// flows and not the helper's copies of them.
-	t, err := s.trace(ctx, metadataFlow(pin.Metadata, markTramp), probe.WithDSCP(pin.Packet, 0))
+	t, err := s.trace(ctx, metadataFlow(md, markTramp), probe.WithDSCP(pin.Packet, 0))
 	undo, _ := openflow.DeleteByCookie(s.of.NextXid(), s.cookie|kindTramp, ^uint64(0))
 	_ = s.of.Send(undo)
 	if err != nil {
 		resume()
-		return fmt.Errorf("ask OVS for its trace from table %d: %w", pin.TableID, err)
+		return fmt.Errorf("ask OVS for its trace from table %d: %w", table, err)
 	}
 	from := len(p.t.Hops)
 	pass := 0
@@ -147,7 +235,7 @@ func (s *session) extend(ctx context.Context, p *path, pin openflow.PacketIn) er
 		p.t.TunnelDst = t.TunnelDst
 	}
 	p.t.Text += fmt.Sprintf("\n=== continued at table %d with the real packet's metadata (%s) ===\n%s",
-		pin.TableID, metadataFlow(pin.Metadata, markTramp), t.Text)
+		table, metadataFlow(md, markTramp), t.Text)
 	if _, err := s.plan(ctx, p, from, true); err != nil {
 		resume()
 		return err
@@ -166,6 +254,9 @@ func metadataFlow(md openflow.Metadata, mark uint32) string {
 			fmt.Fprintf(&b, ",reg%d=%#x", i, r)
 		}
 	}
+	if md.HasMeta && md.Meta != 0 {
+		fmt.Fprintf(&b, ",metadata=%#x", md.Meta)
+	}
 	if md.HasTunID {
 		fmt.Fprintf(&b, ",tun_id=%#x", md.TunID)
 	}
@@ -176,7 +267,21 @@ func metadataFlow(md openflow.Metadata, mark uint32) string {
 		fmt.Fprintf(&b, ",tun_dst=%s", md.TunDst)
 	}
 	if md.CtState != 0 {
+		// What conntrack told the real packet: OVS's trace of the rest
+		// must see the same state, mark, label and original tuple (OVN
+		// matches ct_label and the tuple for load-balancer hairpins).
 		fmt.Fprintf(&b, ",ct_state=%#x,ct_zone=%d,ct_mark=%#x", md.CtState, md.CtZone, md.CtMark)
+		if md.CtLabel != ([16]byte{}) {
+			fmt.Fprintf(&b, ",ct_label=0x%x", md.CtLabel[:])
+		}
+		if md.CtNwProto != 0 && md.CtNwSrc.IsValid() && md.CtNwDst.IsValid() {
+			if md.CtNwSrc.Is4() {
+				fmt.Fprintf(&b, ",ct_nw_src=%s,ct_nw_dst=%s", md.CtNwSrc, md.CtNwDst)
+			} else {
+				fmt.Fprintf(&b, ",ct_ipv6_src=%s,ct_ipv6_dst=%s", md.CtNwSrc, md.CtNwDst)
+			}
+			fmt.Fprintf(&b, ",ct_nw_proto=%d,ct_tp_src=%d,ct_tp_dst=%d", md.CtNwProto, md.CtTpSrc, md.CtTpDst)
+		}
 	}
 	return b.String()
 }
@@ -193,31 +298,9 @@ func (s *session) watch(ctx context.Context, role report.Role, p *path, dst neti
 	final, verdict, last := s.goal(p)
 	deadline := time.NewTimer(s.c.Timeout)
 	defer deadline.Stop()
-	stall := time.NewTimer(stallAfter)
-	defer stall.Stop()
-	retries := 0
 	for (last < 0 || !p.observed[last]) && (last >= 0 || p.open) {
 		select {
-		case <-stall.C:
-			// The probe stopped reporting before the end of its path. If
-			// OVS answered revalidator/wait with a round that began before
-			// the copies were installed, a stale cached megaflow can carry
-			// the probe past them: wait for another round and send the
-			// probe again.
-			if s.reinject == nil || retries >= maxReinjections {
-				continue
-			}
-			retries++
-			s.c.Logf("the probe stopped reporting after hop %d; waiting for OVS to revalidate and injecting it again", lastTrue(p.observed))
-			if _, err := s.ovs.Call(ctx, "revalidator/wait"); err != nil {
-				s.c.Logf("revalidator/wait: %v", err)
-			}
-			if err := s.reinject(); err != nil {
-				return Outcome{ExitCode: ExitSetup}, setupErr("inject the probe again: %w", err)
-			}
-			stall.Reset(stallAfter)
 		case pin, ok := <-s.of.PacketIns():
-			stall.Reset(stallAfter)
 			if !ok {
 				return Outcome{ExitCode: ExitSetup}, setupErr("OpenFlow connection closed during the trace")
 			}
@@ -235,7 +318,7 @@ func (s *session) watch(ctx context.Context, role report.Role, p *path, dst neti
 				continue
 			}
 			if kind == kindCont && p.open {
-				if err := s.extend(ctx, p, pin); err != nil {
+				if err := s.extend(ctx, p, pin, uint8(hop)); err != nil { //nolint:gosec // a catcher's table, < 254
 					return Outcome{ExitCode: ExitSetup}, setupErr("%w", err)
 				}
 				final, verdict, last = s.goal(p)
@@ -282,8 +365,8 @@ func (s *session) watch(ctx context.Context, role report.Role, p *path, dst neti
 			}
 		case fr := <-s.of.FlowRemoved():
 			// Another client deleted flows of the trace: put them back.
-			// Should the probe have passed meanwhile, it stops reporting
-			// and the stall check sends it again.
+			// Should the probe have passed meanwhile, its reports stop
+			// where the flows were missing, and the deadline says so.
 			if err := s.onFlowRemoved(ctx, fr); err != nil {
 				return Outcome{ExitCode: ExitSetup}, setupErr("%w", err)
 			}
@@ -296,12 +379,19 @@ func (s *session) watch(ctx context.Context, role report.Role, p *path, dst neti
 		}
 	}
 	code := ExitOK
-	if verdict.Action == report.ActionDropped || verdict.Action == report.ActionRejected {
+	switch {
+	case verdict.Open:
+		// Neither OVS's trace nor a continuation says where the packet
+		// went: the trace is not complete, whatever the hops so far say.
+		code = ExitTimeout
+	case verdict.Action == report.ActionDropped || verdict.Action == report.ActionRejected:
 		code = ExitDropped
 	}
 	if last < final {
-		// The hop that decides could not be watched: report OVS's verdict.
+		// The hop that decides could not be watched: report OVS's verdict,
+		// marked as inferred.
 		o := Observation(p.t.Hops[final], verdict, s.names)
+		o.Inferred = true
 		hr := HopReport(final, p.t.Hops[final], s.names, false)
 		if err := emit(o, &hr); err != nil {
 			return Outcome{}, err

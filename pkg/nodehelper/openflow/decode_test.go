@@ -38,6 +38,7 @@ func samplePacketIn2(paused bool) []byte {
 	md = append(md, oxm(classNXM1, nxmTunIPv4Dst, []byte{192, 168, 77, 2})...) // tun_dst
 	md = append(md, oxm(classOpenFlow, ofbTunnelID, make([]byte, 8))...)
 	md = append(md, oxm(classPacketRegs, 1, []byte{0, 0, 0, 1, 0, 0, 0, 2})...) // xreg1 = reg2, reg3
+	md = append(md, oxm(classOpenFlow, ofbMetadata, []byte{0, 0, 0, 0, 0, 0, 0, 5})...)
 	props := [][]byte{
 		prop(pinPacket, []byte{1, 2, 3, 4, 5}),
 		prop(pinFullLen, []byte{0, 0, 0, 5}),
@@ -63,7 +64,7 @@ func TestDecodePacketIn2(t *testing.T) {
 		TableID: 20, Cookie: 0x7466, Reason: 1, FullLen: 5, Packet: []byte{1, 2, 3, 4, 5},
 		Userdata: []byte{0x54, 0x46, 5, 0, 0, 7, 0, 0}, Paused: true, Properties: msg[16:],
 		Metadata: Metadata{InPort: 3, HasTunID: true, TunDst: netip.MustParseAddr("192.168.77.2"),
-			Regs: [16]uint32{1: 0x64, 2: 1, 3: 2}, RegsSet: 0b1110},
+			Regs: [16]uint32{1: 0x64, 2: 1, 3: 2}, RegsSet: 0b1110, Meta: 5, HasMeta: true},
 	}
 	if d := cmp.Diff(want, got, cmpopts.EquateComparable(netip.Addr{})); d != "" {
 		t.Errorf("decoded packet-in (-want +got):\n%s", d)

@@ -3,6 +3,7 @@ package openflow
 import (
 	"encoding/binary"
 	"fmt"
+	"net/netip"
 
 	of15 "antrea.io/libOpenflow/openflow15"
 )
@@ -271,6 +272,32 @@ func TunnelFields(md Metadata) []byte {
 	if md.TunDst.Is4() {
 		a := md.TunDst.As4()
 		b = append(b, oxm(classNXM1, nxmTunIPv4Dst, a[:])...)
+	}
+	return b
+}
+
+// SetTunnelActions sets the tunnel metadata in md with set_field actions
+// (tun_id, and the tunnel source and destination of either family): how a
+// flow puts back tunnel fields that the pipeline set before a packet was
+// paused, where handing them in as the packet's input metadata would make
+// them look like a tunnel it arrived from.
+func SetTunnelActions(md Metadata) []byte {
+	var b []byte
+	if md.HasTunID {
+		b = append(b, SetFieldAction(oxm(classOpenFlow, ofbTunnelID, binary.BigEndian.AppendUint64(nil, md.TunID)))...)
+	}
+	for _, f := range []struct {
+		a      netip.Addr
+		v4, v6 uint8
+	}{{md.TunSrc, nxmTunIPv4Src, nxmTunIPv6Src}, {md.TunDst, nxmTunIPv4Dst, nxmTunIPv6Dst}} {
+		switch {
+		case f.a.Is4():
+			a := f.a.As4()
+			b = append(b, SetFieldAction(oxm(classNXM1, f.v4, a[:]))...)
+		case f.a.IsValid() && !f.a.IsUnspecified():
+			a := f.a.As16()
+			b = append(b, SetFieldAction(oxm(classNXM1, f.v6, a[:]))...)
+		}
 	}
 	return b
 }

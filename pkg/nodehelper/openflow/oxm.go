@@ -18,6 +18,7 @@ const (
 // OpenFlow basic fields used here.
 const (
 	ofbInPort   = 0
+	ofbMetadata = 2
 	ofbEthType  = 5
 	ofbIPDSCP   = 8
 	ofbTunnelID = 38
@@ -31,10 +32,16 @@ const (
 	nxmCtState    = 105
 	nxmCtZone     = 106
 	nxmCtMark     = 107
+	nxmCtLabel    = 108
 	nxmTunIPv6Src = 109
 	nxmTunIPv6Dst = 110
+	nxmCtNwProto  = 119
 	nxmCtNwSrc    = 120
 	nxmCtNwDst    = 121
+	nxmCtIPv6Src  = 122
+	nxmCtIPv6Dst  = 123
+	nxmCtTpSrc    = 124
+	nxmCtTpDst    = 125
 )
 
 // OXMField is one decoded OXM TLV.
@@ -54,6 +61,16 @@ func oxm(class uint16, field uint8, value []byte) []byte {
 	b[2] = field << 1
 	b[3] = byte(len(value))
 	return append(b, value...)
+}
+
+// PortNumber maps an OVSDB ofport to its OpenFlow 1.1+ number: OVSDB (and
+// OpenFlow 1.0) call the bridge's own port LOCAL 65534, OpenFlow 1.5 calls
+// it 0xfffffffe and refuses 65534 in a match.
+func PortNumber(ofport int) uint32 {
+	if ofport == 0xfffe {
+		return 0xfffffffe
+	}
+	return uint32(ofport) //nolint:gosec // OVSDB ofports are below 65280 but for LOCAL
 }
 
 // InPortField is OXM_OF_IN_PORT.
@@ -136,18 +153,29 @@ func HasDSCP(match []byte) bool { return HasField(match, ofbIPDSCP) }
 
 // Metadata is the pipeline state that an NXT_PACKET_IN2 carries.
 type Metadata struct {
-	InPort   uint32
-	Regs     [16]uint32
-	RegsSet  uint16
-	TunID    uint64
-	TunSrc   netip.Addr
-	TunDst   netip.Addr
-	CtState  uint32
-	CtZone   uint16
-	CtMark   uint32
-	CtNwSrc  netip.Addr
-	CtNwDst  netip.Addr
-	HasTunID bool
+	InPort  uint32
+	Regs    [16]uint32
+	RegsSet uint16
+	TunID   uint64
+	TunSrc  netip.Addr
+	TunDst  netip.Addr
+	CtState uint32
+	CtZone  uint16
+	CtMark  uint32
+	// CtLabel is the 128-bit conntrack label, high byte first.
+	CtLabel [16]byte
+	// CtNwSrc, CtNwDst, CtNwProto, CtTpSrc and CtTpDst are the original
+	// direction's tuple of the packet's connection.
+	CtNwSrc   netip.Addr
+	CtNwDst   netip.Addr
+	CtNwProto uint8
+	CtTpSrc   uint16
+	CtTpDst   uint16
+	HasTunID  bool
+	// Meta is the OpenFlow metadata register (OVN keeps the logical
+	// datapath there); HasMeta says the packet-in carried it.
+	Meta    uint64
+	HasMeta bool
 }
 
 // DecodeMetadata reads the fields of a packet-in's metadata that the helper
@@ -160,6 +188,8 @@ func DecodeMetadata(b []byte) (Metadata, error) {
 		switch {
 		case f.Class == classOpenFlow && f.Field == ofbInPort && len(v) == 4:
 			m.InPort = binary.BigEndian.Uint32(v)
+		case f.Class == classOpenFlow && f.Field == ofbMetadata && len(v) == 8:
+			m.Meta, m.HasMeta = binary.BigEndian.Uint64(v), true
 		case f.Class == classOpenFlow && f.Field == ofbTunnelID && len(v) == 8,
 			f.Class == classNXM1 && f.Field == nxmTunID && len(v) == 8:
 			m.TunID, m.HasTunID = binary.BigEndian.Uint64(v), true
@@ -180,10 +210,18 @@ func DecodeMetadata(b []byte) (Metadata, error) {
 			m.CtZone = binary.BigEndian.Uint16(v)
 		case f.Class == classNXM1 && f.Field == nxmCtMark && len(v) == 4:
 			m.CtMark = binary.BigEndian.Uint32(v)
-		case f.Class == classNXM1 && f.Field == nxmCtNwSrc:
+		case f.Class == classNXM1 && f.Field == nxmCtLabel && len(v) == 16:
+			copy(m.CtLabel[:], v)
+		case f.Class == classNXM1 && (f.Field == nxmCtNwSrc || f.Field == nxmCtIPv6Src):
 			m.CtNwSrc, _ = netip.AddrFromSlice(v)
-		case f.Class == classNXM1 && f.Field == nxmCtNwDst:
+		case f.Class == classNXM1 && (f.Field == nxmCtNwDst || f.Field == nxmCtIPv6Dst):
 			m.CtNwDst, _ = netip.AddrFromSlice(v)
+		case f.Class == classNXM1 && f.Field == nxmCtNwProto && len(v) == 1:
+			m.CtNwProto = v[0]
+		case f.Class == classNXM1 && f.Field == nxmCtTpSrc && len(v) == 2:
+			m.CtTpSrc = binary.BigEndian.Uint16(v)
+		case f.Class == classNXM1 && f.Field == nxmCtTpDst && len(v) == 2:
+			m.CtTpDst = binary.BigEndian.Uint16(v)
 		}
 	}
 	return m, err

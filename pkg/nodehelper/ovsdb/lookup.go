@@ -170,3 +170,19 @@ func (b *Bridge) Tunnels() []Port {
 	}
 	return out
 }
+
+// Arrivals returns the ports through which a packet from another node can
+// enter the bridge: its tunnels, and every other port that is not a pod's
+// (the gateway, the bridge's own LOCAL port, an uplink or a patch port to
+// one), because a cluster that routes pod traffic without a tunnel (Antrea's
+// noEncap or hybrid modes, a gateway route) delivers it through those.
+// Ports OVS could not add are left out.
+func (b *Bridge) Arrivals() []Port {
+	out := b.Tunnels()
+	for _, p := range b.Ports {
+		if !p.IsTunnel() && p.Ofport > 0 && p.PodName() == "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}

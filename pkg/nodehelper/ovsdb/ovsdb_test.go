@@ -2,6 +2,7 @@ package ovsdb
 
 import (
 	"net/netip"
+	"slices"
 	"testing"
 )
 
@@ -60,5 +61,20 @@ func TestFindPod(t *testing.T) {
 	}
 	if _, err := testNode().Bridge("br-ex"); err == nil {
 		t.Error("found a bridge that is not there")
+	}
+}
+
+func TestArrivals(t *testing.T) {
+	br, err := testNode().Bridge("br-int")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, p := range br.Arrivals() {
+		got = append(got, p.Name)
+	}
+	// The tunnel first, then the gateway; never a pod's port.
+	if want := []string{"tun0", "gw0"}; !slices.Equal(got, want) {
+		t.Errorf("Arrivals() = %v, want %v", got, want)
 	}
 }

@@ -2,6 +2,7 @@ package ovstest
 
 import (
 	"fmt"
+	"net"
 	"strings"
 )
 
@@ -12,6 +13,7 @@ const (
 	TableConntrackZone      = 5
 	TableConntrackState     = 6
 	TableServiceLB          = 8
+	TableEndpointDNAT       = 9
 	TableL3Forwarding       = 10
 	TableIngressRule        = 12
 	TableIngressDefaultRule = 13
@@ -32,7 +34,7 @@ const (
 // TableNames are the names the pipeline gives its tables.
 var TableNames = map[int]string{
 	TableClassifier: "Classifier", TableSpoofGuard: "SpoofGuard", TableConntrackZone: "ConntrackZone",
-	TableConntrackState: "ConntrackState", TableServiceLB: "ServiceLB", TableL3Forwarding: "L3Forwarding",
+	TableConntrackState: "ConntrackState", TableServiceLB: "ServiceLB", TableEndpointDNAT: "EndpointDNAT", TableL3Forwarding: "L3Forwarding",
 	TableIngressRule: "IngressRule", TableIngressDefaultRule: "IngressDefaultRule", TableConntrackCommit: "ConntrackCommit", TableOutput: "Output",
 }
 
@@ -47,6 +49,12 @@ type Service struct {
 	// default (dp_hash on the userspace datapath, which ofproto/trace
 	// cannot follow), or "hash" (chosen in ovs-vswitchd, which it can).
 	SelectionMethod string
+	// RegisterBuckets gives the group Antrea's shape: each bucket only
+	// loads the endpoint into registers (reg3 its IP, reg4 its port) and
+	// resubmits to EndpointDNAT, whose flows do the DNAT. With dp_hash,
+	// ofproto/trace stops at the group, and the DNAT happens in a table the
+	// probe reaches only after the datapath picked a bucket.
+	RegisterBuckets bool
 }
 
 // Pipeline programs the node's Antrea-like pipeline: Classifier,
@@ -78,6 +86,12 @@ func (n *Node) Pipeline(services ...Service) {
 	for _, s := range services {
 		var buckets []string
 		for _, ep := range s.Endpoints {
+			if s.RegisterBuckets {
+				buckets = append(buckets, fmt.Sprintf("bucket=set_field:%s->reg3,set_field:%d->reg4,resubmit(,%d)", ipHex(ep), s.Port, TableEndpointDNAT))
+				add("table=%d,priority=200,cookie=%#x,tcp,reg3=%s,reg4=%d,actions=ct(commit,table=%d,zone=65520,nat(dst=%s:%d))",
+					TableEndpointDNAT, CookieService, ipHex(ep), s.Port, TableL3Forwarding, ep, s.Port)
+				continue
+			}
 			buckets = append(buckets, fmt.Sprintf("bucket=ct(commit,table=%d,zone=65520,nat(dst=%s:%d))", TableL3Forwarding, ep, s.Port))
 		}
 		method := ""
@@ -111,4 +125,10 @@ func (n *Node) DenyIngress(p *Pod) string {
 	n.AddFlows(flow + "\n")
 	n.agentFlows = append(n.agentFlows, flow)
 	return flow
+}
+
+// ipHex writes an IPv4 address as the 32-bit number a register holds.
+func ipHex(ip string) string {
+	a := net.ParseIP(ip).To4()
+	return fmt.Sprintf("%#x", uint32(a[0])<<24|uint32(a[1])<<16|uint32(a[2])<<8|uint32(a[3]))
 }
