@@ -131,6 +131,11 @@ func TestBuildPlan(t *testing.T) {
 	if !bytes.Contains(p.FlowMods[0], append(openflow.EthTypeField(0x800), openflow.DSCPField(5)...)) {
 		t.Errorf("copy lacks eth_type and tag: %x", p.FlowMods[0])
 	}
+	// Table 0's two flows with the hop's priority and cookie are kept in
+	// candidate order, so that a packet-in names the one that matched.
+	if sibs := p.Siblings[0]; len(sibs) != 2 || openflow.FormatMatch(sibs[1].Match) != "in_port=2" || len(p.Siblings) != 1 {
+		t.Errorf("siblings %+v, want hop 0's two flows (in_port=1, in_port=2) only", p.Siblings)
+	}
 	observed := make([]bool, len(tr.Hops))
 	observed[0] = true
 	if i := NoteObserved(tr, observed, 0); i != 4 {

@@ -555,6 +555,13 @@ func TestIntegrationServiceRegisterBuckets(t *testing.T) {
 	if translated == "" || want[translated] != last.Pod {
 		t.Fatalf("translatedDstIP %q and delivered to %q: they must name the same endpoint", translated, last.Pod)
 	}
+	// Classifier has one flow per pod, all with the same priority and
+	// cookie: the hop names the one the real probe matched, pod-a's.
+	for _, l := range lines {
+		if l.Hop != nil && l.Hop.Table == ovstest.TableClassifier && l.Hop.Flow != fmt.Sprintf("in_port=%d", a.Ofport) {
+			t.Errorf("Classifier hop's flow %q, want pod-a's in_port=%d", l.Hop.Flow, a.Ofport)
+		}
+	}
 	// Count the tagged probes that reached either endpoint: exactly one,
 	// at the endpoint translatedDstIP names.
 	seen := map[string]int{}

@@ -105,6 +105,11 @@ type Plan struct {
 	Watched []bool
 	// Skipped explains hops that cannot be watched.
 	Skipped map[int]string
+	// Siblings holds, for a hop whose table has several flows with its
+	// priority and cookie, all of them in the order of their copies'
+	// candidate numbers: the packet-in of the copy that fired says which
+	// one the real packet matched.
+	Siblings map[int][]openflow.FlowDesc
 }
 
 // PlanInput is what BuildPlan needs.
@@ -132,7 +137,7 @@ type PlanInput struct {
 // one of them gets a copy, since each copy still requires the original
 // match, only the flow the packet really matches fires.
 func BuildPlan(in PlanInput) (Plan, error) {
-	p := Plan{Watched: make([]bool, len(in.Trace.Hops)), Skipped: map[int]string{}}
+	p := Plan{Watched: make([]bool, len(in.Trace.Hops)), Skipped: map[int]string{}, Siblings: map[int][]openflow.FlowDesc{}}
 	type key struct {
 		table uint8
 		prio  uint16
@@ -180,6 +185,9 @@ func BuildPlan(in PlanInput) (Plan, error) {
 			continue
 		}
 		seen[k] = i
+		if len(cands) > 1 {
+			p.Siblings[i] = cands
+		}
 		for ci, fd := range cands {
 			extra, why := tagMatch(fd.Match, in.EthType, in.Tag)
 			if why != "" {

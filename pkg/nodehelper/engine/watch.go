@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/netip"
 	"strings"
 	"time"
@@ -32,6 +33,8 @@ type path struct {
 	open    bool
 	ethType uint16
 	conts   int
+	// siblings are the plans' Siblings, by hop.
+	siblings map[int][]openflow.FlowDesc
 }
 
 // openEnded reports whether a trace ends in a recirculation it did not
@@ -132,6 +135,10 @@ func (s *session) plan(ctx context.Context, p *path, from int, revalidate bool) 
 		p.watched = append(p.watched, plan.Watched[i])
 		p.observed = append(p.observed, false)
 	}
+	if p.siblings == nil {
+		p.siblings = map[int][]openflow.FlowDesc{}
+	}
+	maps.Copy(p.siblings, plan.Siblings)
 	return plan, s.install(ctx, plan, revalidate)
 }
 
@@ -304,7 +311,7 @@ func (s *session) watch(ctx context.Context, role report.Role, p *path, dst neti
 			if !ok {
 				return Outcome{ExitCode: ExitSetup}, setupErr("OpenFlow connection closed during the trace")
 			}
-			tag, kind, hop, _, ok := ParseUserdata(pin.Userdata)
+			tag, kind, hop, cand, ok := ParseUserdata(pin.Userdata)
 			if !ok || tag != s.c.Tag {
 				s.foreign++
 				continue
@@ -360,6 +367,12 @@ func (s *session) watch(ctx context.Context, role report.Role, p *path, dst neti
 				}
 			}
 			hr := HopReport(i, h, s.names, true)
+			if sibs := p.siblings[int(hop)]; int(cand) < len(sibs) {
+				// Several flows share this hop's table, priority and
+				// cookie: say which one the real packet matched, not the
+				// one OVS's trace printed.
+				hr.Flow = openflow.FormatMatch(sibs[cand].Match)
+			}
 			if err := emit(o, &hr); err != nil {
 				return Outcome{}, err
 			}
