@@ -137,8 +137,16 @@ func RejectReply(c Config, s State, frame []byte) (reply []byte, out Injection, 
 	if err != nil {
 		return nil, Injection{}, err
 	}
-	if out.TunDst.IsValid() {
+	// The packet-in carries the frame as the pipeline left it, with
+	// L3Forwarding's MACs (the gateway as source), so the way back picks
+	// its own: the pod's MAC from the gateway for a local pod, the virtual
+	// MAC into the tunnel (the other node's L3Forwarding rewrites it).
+	switch {
+	case out.TunDst.IsValid():
 		reth.DstMAC, _ = net.ParseMAC(GlobalVirtualMAC)
+	case out.podMAC != "":
+		reth.SrcMAC, _ = net.ParseMAC(c.GatewayMAC)
+		reth.DstMAC, _ = net.ParseMAC(out.podMAC)
 	}
 	sb := gopacket.NewSerializeBuffer()
 	err = gopacket.SerializeLayers(sb, gopacket.SerializeOptions{ComputeChecksums: true, FixLengths: true},
@@ -151,6 +159,7 @@ func RejectReply(c Config, s State, frame []byte) (reply []byte, out Injection, 
 type Injection struct {
 	OFPort int
 	TunDst netip.Addr
+	podMAC string
 }
 
 func route(c Config, s State, dst net.IP) (Injection, error) {
@@ -160,7 +169,7 @@ func route(c Config, s State, dst net.IP) (Injection, error) {
 	}
 	for _, p := range s.Pods {
 		if p.IP == a {
-			return Injection{OFPort: p.OFPort}, nil
+			return Injection{OFPort: p.OFPort, podMAC: p.MAC}, nil
 		}
 	}
 	for _, n := range s.Nodes {

@@ -92,10 +92,14 @@ func TestRejectReply(t *testing.T) {
 		wantErr bool
 	}{
 		{"TCP SYN from a local pod gets RST+ACK on its port", pkt("10.244.1.2", "10.244.2.2", &layers.TCP{SrcPort: 40000, DstPort: 80, SYN: true, Seq: 1000}),
-			Injection{OFPort: 3}, func(t *testing.T, p gopacket.Packet) {
+			Injection{OFPort: 3, podMAC: "aa:00:00:00:00:02"}, func(t *testing.T, p gopacket.Packet) {
 				tcp := p.Layer(layers.LayerTypeTCP).(*layers.TCP)
 				if !tcp.RST || !tcp.ACK || tcp.Ack != 1001 || tcp.Seq != 0 || tcp.SrcPort != 80 || tcp.DstPort != 40000 {
 					t.Errorf("RST %+v", tcp)
+				}
+				// To the pod's own MAC: the packet-in's source MAC is the gateway's.
+				if eth := p.Layer(layers.LayerTypeEthernet).(*layers.Ethernet); eth.DstMAC.String() != "aa:00:00:00:00:02" || eth.SrcMAC.String() != cfg.GatewayMAC {
+					t.Errorf("to a local pod: %s -> %s", eth.SrcMAC, eth.DstMAC)
 				}
 			}, false},
 		{"TCP ACK from a remote pod gets RST with its ack as seq, into the tunnel", pkt("10.244.2.5", "10.244.1.2", &layers.TCP{SrcPort: 40000, DstPort: 80, ACK: true, Seq: 5, Ack: 77}),
@@ -109,7 +113,7 @@ func TestRejectReply(t *testing.T) {
 				}
 			}, false},
 		{"UDP gets port unreachable quoting it", pkt("10.244.1.2", "10.244.2.2", &layers.UDP{SrcPort: 40000, DstPort: 5000}, gopacket.Payload("hello, world")),
-			Injection{OFPort: 3}, func(t *testing.T, p gopacket.Packet) {
+			Injection{OFPort: 3, podMAC: "aa:00:00:00:00:02"}, func(t *testing.T, p gopacket.Packet) {
 				icmp := p.Layer(layers.LayerTypeICMPv4).(*layers.ICMPv4)
 				if icmp.TypeCode != layers.CreateICMPv4TypeCode(layers.ICMPv4TypeDestinationUnreachable, layers.ICMPv4CodePort) || len(icmp.Payload) != 28 {
 					t.Errorf("ICMP %v with %d bytes quoted", icmp.TypeCode, len(icmp.Payload))
