@@ -26,18 +26,26 @@ import (
 // prohibited otherwise). Antrea reaches Output through an all-group that
 // also counts the rule's metrics; the lab has no metrics, so it goes there
 // directly. As `ovs-ofctl -O OpenFlow15 dump-flows --names br-int` prints
-// them (pod 10.244.2.7 rejecting ingress):
+// them (recorded in the lab: pod 10.244.2.2 rejecting ingress; cookie
+// 0x6c61000000000000 is the lab agent's):
 //
-//	cookie=0x6c61000000000000, table=IngressDefaultRule, priority=200,ip,nw_dst=10.244.2.7 actions=set_field:0x4400000/0xfe600000->reg0,set_field:0x11/0xff->reg2,goto_table:Output
+//	cookie=0x6c61000000000000, table=IngressDefaultRule, priority=200,ip,nw_dst=10.244.2.2 actions=set_field:0x4400000/0xfe600000->reg0,set_field:0x11/0xff->reg2,goto_table:Output
 //	cookie=0x6c61000000000000, table=Output, priority=220,reg0=0x4400000/0xfe600000 actions=controller(id=27745,userdata=01.02)
 //
-// and as `ovs-appctl ofproto/trace` prints the Output hop:
+// (an egress reject is the same in EgressDefaultRule with nw_src and
+// reg2=0xb), and as `ovs-appctl ofproto/trace` prints the last two hops and
+// the verdict:
 //
-//  19. reg0=0x4400000/0xfe600000, priority 220, cookie 0x6c61000000000000
-//     controller(id=27745,userdata=01.02)
+//	17. ip,nw_dst=10.244.2.2, priority 200, cookie 0x6c61000000000000
+//	    set_field:0x4400000/0xfe600000->reg0
+//	    set_field:0x11/0xff->reg2
+//	    goto_table:19
+//	19. reg0=0x4400000/0xfe600000, priority 220, cookie 0x6c61000000000000
+//	    controller(id=27745,userdata=01.02)
+//	...
+//	Datapath actions: set(eth(dst=...)),set(ipv4(ttl=62)),userspace(pid=0,controller(reason=1,dont_send=1,continuation=0,recirc_id=426,rule_cookie=0x6c61000000000000,controller_id=27745,max_len=65535))
 //
-// whose `Datapath actions` hold a `userspace(...controller(...))` and no
-// output: OVS gives the packet to the agent, which rejects it.
+// No output: OVS gives the packet to the agent, which rejects it.
 const (
 	// RejectControllerID is the OpenFlow controller id of the agent's
 	// packet-in connection ("la"); packet-ins from controller(id=N) reach
