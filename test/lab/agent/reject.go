@@ -36,6 +36,7 @@ import (
 // reg2=0xb), and as `ovs-appctl ofproto/trace` prints the last two hops and
 // the verdict:
 //
+//	(tables 0 to 16 as for any packet to the pod)
 //	17. ip,nw_dst=10.244.2.2, priority 200, cookie 0x6c61000000000000
 //	    set_field:0x4400000/0xfe600000->reg0
 //	    set_field:0x11/0xff->reg2
