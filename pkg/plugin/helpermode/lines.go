@@ -1,10 +1,12 @@
 package helpermode
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/report"
@@ -88,15 +90,18 @@ func (t *tracer) onLine(ctx context.Context, m lineMsg) *ending {
 }
 
 // checkDone ends the trace once no helper can still report its end: every
-// helper has ended, or the sender has and its packet went into no tunnel.
+// helper has ended, or the sender has and its packet went into no tunnel
+// and did not leave the pod network on its way to a pod or Service (a
+// destination routed through the gateway arrives on its node's gateway,
+// where that node's receiver catches it).
 func (t *tracer) checkDone() *ending {
-	if t.end != nil && (t.end.Node == t.sender.node || t.sender.ended) {
+	if t.end != nil && (t.end.Node == t.sender.node || t.sender.ended) && !t.mayArriveElsewhere() {
 		return t.decided()
 	}
 	if !t.sender.ended {
 		return nil
 	}
-	tunnelled := false
+	tunnelled := t.mayArriveElsewhere()
 	for _, h := range t.hops {
 		if h.Node == t.sender.node && h.Observation.TunnelDstIP != "" {
 			tunnelled = true
@@ -109,7 +114,7 @@ func (t *tracer) checkDone() *ending {
 			}
 		}
 	}
-	if v, _ := outcome.Decide(t.hops); v != outcome.Incomplete {
+	if v, _ := outcome.Decide(t.pathHops()); v != outcome.Incomplete {
 		return t.decided()
 	}
 	reason := fmt.Sprintf("the probe was not seen on %s within %s", t.sender.node, t.cfg.Timeout)
@@ -122,10 +127,45 @@ func (t *tracer) checkDone() *ending {
 	return &ending{verdict: outcome.Incomplete, reason: reason}
 }
 
+// pathHops are the hops in path order: the sender's first, then the
+// receivers', each node's in the order it reported them. Arrival order is
+// not path order: two helpers' logs race to the plugin, and a receiver's
+// Delivered may come in before the sender's own last hop.
+func (t *tracer) pathHops() []outcome.TimedHop {
+	hops := slices.Clone(t.hops)
+	slices.SortStableFunc(hops, func(a, b outcome.TimedHop) int {
+		return cmp.Compare(b2i(a.Node != t.sender.node), b2i(b.Node != t.sender.node))
+	})
+	return hops
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// mayArriveElsewhere reports whether the sender's packet left the pod
+// network for a destination on it while a receiver still waits: the
+// packet may yet arrive on the destination's node, routed by the hosts.
+func (t *tracer) mayArriveElsewhere() bool {
+	if t.end == nil || t.end.Node != t.sender.node || t.end.Observation.Action.Normalize() != report.ActionForwardedOutOfNetwork ||
+		outcome.ReachedDestination(outcome.ForwardedOutOfNetwork, t.plan.View.DestinationKind) {
+		return false
+	}
+	for _, h := range t.helpers {
+		if h.created && !h.ended && h != t.sender {
+			return true
+		}
+	}
+	return false
+}
+
 // decided ends the trace with the verdict of its hops, at the hop that
 // decided it.
 func (t *tracer) decided() *ending {
-	v, at := outcome.Decide(t.hops)
+	v, at := outcome.Decide(t.pathHops())
 	if at == nil {
 		return &ending{verdict: v, reason: string(v)}
 	}

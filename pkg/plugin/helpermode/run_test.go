@@ -349,3 +349,58 @@ func TestStartedEventStartsTheLogAtOnce(t *testing.T) {
 		t.Fatalf("%s %v", out.Verdict, err)
 	}
 }
+
+// A pod destination that the sender's node routes through its gateway: the
+// sender's own report ends ForwardedOutOfNetwork, but the packet arrives on
+// the destination's node, whose receiver catches it on its gateway port.
+// The trace waits for that receiver and ends Delivered; without an arrival
+// it ends with the sender's ForwardedOutOfNetwork.
+func TestGatewayRoutedDestinationWaitsForItsNode(t *testing.T) {
+	outOfNetwork := report.Observation{Component: report.ComponentForwarding, ComponentInfo: "Output", Action: report.ActionForwardedOutOfNetwork}
+	for name, arrives := range map[string]bool{"arrives": true, "never arrives": false} {
+		t.Run(name, func(t *testing.T) {
+			var receiverReady atomic.Bool
+			injected := make(chan struct{})
+			h := newHarness(func(f *fakeCluster, p *corev1.Pod) {
+				f.run(p)
+				switch p.Labels[helperpod.RoleLabel] {
+				case string(helperpod.RoleReceiver):
+					receiverReady.Store(true)
+					f.write(p, readyLine(report.RoleReceiver))
+					<-injected
+					if arrives {
+						f.write(p, obsLine(received, 0, "Classifier", "priority=200,in_port=gw0"),
+							obsLine(delivered, 12, "Output", "priority=200,reg1=0x4"),
+							resultLine("n2", report.RoleReceiver, 0, received, delivered))
+					} else {
+						f.write(p, resultLine("n2", report.RoleReceiver, 3))
+					}
+					f.end(p)
+				case string(helperpod.RoleSender):
+					f.waitGo(p)
+					f.write(p, readyLine(report.RoleSender))
+					close(injected)
+					f.write(p, obsLine(spoof, 2, "SpoofGuard", "priority=200,ip"), obsLine(outOfNetwork, 20, "Output", "priority=200,reg1=0x2"),
+						resultLine("n1", report.RoleSender, 0, spoof, outOfNetwork))
+					f.end(p)
+				}
+			})
+			pl := plan("n2")
+			pl.View.DestinationKind = outcome.DestinationPod
+			out, err := h.runner.Run(context.Background(), cfg(), pl)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := outcome.ForwardedOutOfNetwork
+			if arrives {
+				want = outcome.Delivered
+			}
+			if out.Verdict != want {
+				t.Fatalf("verdict %s (%s), want %s", out.Verdict, out.Reason, want)
+			}
+			if code, _ := outcome.ExitCode(out.Verdict, outcome.ExpectDelivered, outcome.DestinationPod); (code == 0) != arrives {
+				t.Errorf("exit code %d with --expect delivered", code)
+			}
+		})
+	}
+}
