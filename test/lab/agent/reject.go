@@ -78,8 +78,8 @@ func IsReject(userdata []byte) bool {
 	return len(userdata) >= 2 && userdata[0] == PacketInCategoryNP && userdata[1]&PacketInNPRejectOperation != 0
 }
 
-// ErrNoReject: the packet is one a reject must not answer (an ICMP error,
-// a RST, something not IPv4).
+// ErrNoReject says the packet is one a reject must not answer (an ICMP
+// error, a RST, something not IPv4).
 var ErrNoReject = errors.New("no reject for this packet")
 
 // RejectReply builds the answer to a rejected packet (an Ethernet frame as
@@ -95,8 +95,8 @@ func RejectReply(c Config, s State, frame []byte) (reply []byte, out Injection, 
 	}
 	rip := &layers.IPv4{Version: 4, IHL: 5, TTL: 64, SrcIP: ip.DstIP, DstIP: ip.SrcIP}
 	var l4 []gopacket.SerializableLayer
-	switch {
-	case ip.Protocol == layers.IPProtocolTCP:
+	switch ip.Protocol {
+	case layers.IPProtocolTCP:
 		tcp, _ := p.Layer(layers.LayerTypeTCP).(*layers.TCP)
 		if tcp == nil || tcp.RST {
 			return nil, Injection{}, ErrNoReject
