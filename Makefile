@@ -51,16 +51,30 @@ test-unit: ## unit tests: no root, no OVS, no cluster
 test-integration: ## node helper against a real Open vSwitch in network namespaces (root)
 	TRACEFLOW_CI=1 go test -json -count=1 -tags integration -run Integration -timeout 20m ./pkg/... ./cmd/... | $(TESTSUMMARY) -label "integration (OVS)" -forbid-skips
 
+# The lab modes (TFLAB_CNI) the e2e suite runs in, one after the other; each
+# test declares the modes it holds in (test/e2e/modes_test.go).
+E2E_MODES ?= lab
+
 .PHONY: test-e2e
-test-e2e: build ## end to end in the lab: brings it up (or reuses it), runs the built binaries through kubectl
-	TRACEFLOW_CI=1 go test -json -count=1 -tags e2e -timeout 60m ./test/e2e/... | $(TESTSUMMARY) -label e2e -forbid-skips
+test-e2e: build ## end to end in the lab, once per mode in E2E_MODES: brings it up (or reuses it), runs the built binaries through kubectl
+	@rc=0; for mode in $(E2E_MODES); do \
+	  TFLAB_CNI=$$mode hack/timed.sh "e2e ($$mode)" bash -o pipefail -c \
+	    'TRACEFLOW_CI=1 go test -json -count=1 -tags e2e -timeout 60m ./test/e2e/... | $(TESTSUMMARY) -label "e2e ($$TFLAB_CNI)" -forbid-skips' || rc=1; \
+	done; exit $$rc
 
 .PHONY: bench-e2e
 bench-e2e: build ## time to verdict in the lab (helper mode, median of 10) next to the pod-start floor
 	TRACEFLOW_KEEP_LAB=$${TRACEFLOW_KEEP_LAB:-1} go test -tags e2e -run '^$$' -bench TimeToVerdict -benchtime 10x -timeout 30m ./test/e2e
 
 .PHONY: test
-test: deps lint test-unit test-integration test-e2e krew ## everything CI runs: lint, unit, integration (OVS), e2e (lab), release and krew checks
+test: ## everything CI runs: lint, unit, integration (OVS), e2e (every lab mode), release and krew checks, each timed
+	@hack/timed.sh "deps" $(MAKE) --no-print-directory deps
+	@hack/timed.sh "lint" $(MAKE) --no-print-directory lint
+	@hack/timed.sh "unit" $(MAKE) --no-print-directory test-unit
+	@hack/timed.sh "integration (OVS)" $(MAKE) --no-print-directory test-integration
+	@hack/timed.sh "Kubernetes build (cached after the first)" test/lab/build-k8s.sh
+	@hack/timed.sh "e2e, every mode" $(MAKE) --no-print-directory test-e2e
+	@hack/timed.sh "release and krew" $(MAKE) --no-print-directory krew
 
 .PHONY: lab-up
 lab-up: build ## start the two-node lab cluster (idempotent); prints the KUBECONFIG export

@@ -12,6 +12,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -59,6 +60,14 @@ func labScript() string { return filepath.Join(repoRoot(), "test", "lab", "lab.s
 func keepLab() bool { return os.Getenv("TRACEFLOW_KEEP_LAB") == "1" }
 
 func TestMain(m *testing.M) {
+	if err := selectTests(); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		os.Exit(2)
+	}
+	if f := flag.Lookup("test.list"); f != nil && f.Value.String() != "" {
+		// Listing runs no test: the lab is neither brought up nor down.
+		os.Exit(m.Run())
+	}
 	setup()
 	code := m.Run()
 	if lab.setupErr == "" && !lab.down && !keepLab() {
