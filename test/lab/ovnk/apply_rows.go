@@ -1,0 +1,216 @@
+package ovnk
+
+import "strings"
+
+func (a *applier) applyRouter(d Desired) error {
+	lrpByName := map[string]LogicalRouterPort{}
+	for _, p := range a.lrps {
+		lrpByName[p.Name] = p
+	}
+	var r *LogicalRouter
+	for i := range a.routers {
+		if a.routers[i].Name == ClusterRouter {
+			r = &a.routers[i]
+		}
+	}
+	var ports []string
+	if r != nil {
+		for _, u := range r.Ports {
+			if p, ok := a.lrpByUUID(u); ok && !strings.HasPrefix(p.Name, "rtos-") {
+				ports = append(ports, u) // not ours: keep
+			}
+		}
+	}
+	for _, want := range d.RouterPorts {
+		old, ok := lrpByName[want.Name]
+		switch {
+		case !ok:
+			want.UUID = a.named()
+			if err := a.create(&want); err != nil {
+				return err
+			}
+		case old.MAC != want.MAC || !sameSet(old.Networks, want.Networks):
+			want.UUID = old.UUID
+			if err := a.update(&want, &want.MAC, &want.Networks); err != nil {
+				return err
+			}
+		default:
+			want.UUID = old.UUID
+		}
+		ports = append(ports, want.UUID)
+	}
+	if r == nil {
+		return a.create(&LogicalRouter{UUID: a.named(), Name: ClusterRouter, Ports: ports})
+	}
+	if !sameSet(r.Ports, ports) {
+		nr := LogicalRouter{UUID: r.UUID, Ports: ports}
+		return a.update(&nr, &nr.Ports)
+	}
+	return nil
+}
+
+func (a *applier) lrpByUUID(u string) (LogicalRouterPort, bool) {
+	for _, p := range a.lrps {
+		if p.UUID == u {
+			return p, true
+		}
+	}
+	return LogicalRouterPort{}, false
+}
+
+func (a *applier) applySwitches(d Desired) error {
+	lspByName := map[string]LogicalSwitchPort{}
+	for _, p := range a.lsps {
+		lspByName[p.Name] = p
+	}
+	have := map[string]LogicalSwitch{}
+	for _, s := range a.switches {
+		if s.OtherConfig["subnet"] != "" {
+			have[s.Name] = s
+		}
+	}
+	for _, want := range d.Switches {
+		old, exists := have[want.Switch.Name]
+		delete(have, want.Switch.Name)
+		var ports []string
+		for _, p := range want.Ports {
+			u, err := a.lsp(p, lspByName)
+			if err != nil {
+				return err
+			}
+			ports = append(ports, u)
+		}
+		acls, err := a.aclSet(want.ACLs, old.ACLs)
+		if err != nil {
+			return err
+		}
+		var lbs []string
+		for _, n := range want.LBNames {
+			lbs = append(lbs, a.lbUUID[n])
+		}
+		sw := want.Switch
+		sw.Ports, sw.ACLs, sw.LoadBalancer = ports, acls, lbs
+		if !exists {
+			sw.UUID = a.named()
+			if err := a.create(&sw); err != nil {
+				return err
+			}
+			continue
+		}
+		sw.UUID = old.UUID
+		if !sameSet(old.Ports, ports) || !sameSet(old.ACLs, acls) || !sameSet(old.LoadBalancer, lbs) ||
+			!sameMap(old.OtherConfig, sw.OtherConfig) {
+			if err := a.update(&sw, &sw.Ports, &sw.ACLs, &sw.LoadBalancer, &sw.OtherConfig); err != nil {
+				return err
+			}
+		}
+	}
+	for _, s := range have {
+		if err := a.remove(&LogicalSwitch{UUID: s.UUID}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// lsp creates or updates a switch port and returns its (possibly named) UUID.
+func (a *applier) lsp(want LogicalSwitchPort, byName map[string]LogicalSwitchPort) (string, error) {
+	old, ok := byName[want.Name]
+	switch {
+	case !ok:
+		want.UUID = a.named()
+		if err := a.create(&want); err != nil {
+			return "", err
+		}
+	case old.Type != want.Type || !sameSet(old.Addresses, want.Addresses) || !sameSet(old.PortSecurity, want.PortSecurity) ||
+		!sameMap(old.Options, want.Options) || !sameMap(old.ExternalIDs, want.ExternalIDs):
+		want.UUID = old.UUID
+		if err := a.update(&want, &want.Type, &want.Addresses, &want.PortSecurity, &want.Options, &want.ExternalIDs); err != nil {
+			return "", err
+		}
+	default:
+		want.UUID = old.UUID
+	}
+	a.lspUUID[want.Name] = want.UUID
+	return want.UUID, nil
+}
+
+// aclSet creates or updates the ACLs wanted on a switch or port group whose
+// acls column holds current, matching them by k8s.ovn.org/id, and returns the
+// new column; ACLs left out are garbage-collected by the database.
+func (a *applier) aclSet(want []ACL, current []string) ([]string, error) {
+	byID := map[string]ACL{}
+	for _, u := range current {
+		for _, acl := range a.acls {
+			if acl.UUID == u {
+				byID[acl.ExternalIDs[keyID]] = acl
+			}
+		}
+	}
+	var out []string
+	for _, w := range want {
+		old, ok := byID[w.ExternalIDs[keyID]]
+		delete(byID, w.ExternalIDs[keyID])
+		switch {
+		case !ok:
+			w.UUID = a.named()
+			if err := a.create(&w); err != nil {
+				return nil, err
+			}
+		case old.Priority != w.Priority || old.Direction != w.Direction || old.Match != w.Match || old.Action != w.Action ||
+			deref(old.Name) != deref(w.Name) || !sameMap(old.Options, w.Options) || !sameMap(old.ExternalIDs, w.ExternalIDs):
+			w.UUID = old.UUID
+			if err := a.update(&w, &w.Priority, &w.Direction, &w.Match, &w.Action, &w.Name, &w.Options, &w.ExternalIDs); err != nil {
+				return nil, err
+			}
+		default:
+			w.UUID = old.UUID
+		}
+		out = append(out, w.UUID)
+	}
+	return out, nil
+}
+
+func (a *applier) applyPortGroups(d Desired) error {
+	have := map[string]PortGroup{}
+	for _, pg := range a.pgs {
+		if pg.ExternalIDs[keyOwnerController] == ControllerName {
+			have[pg.Name] = pg
+		}
+	}
+	for _, want := range d.PortGroups {
+		old, exists := have[want.Group.Name]
+		delete(have, want.Group.Name)
+		acls, err := a.aclSet(want.ACLs, old.ACLs)
+		if err != nil {
+			return err
+		}
+		var ports []string
+		for _, n := range want.PortNames {
+			if u, ok := a.lspUUID[n]; ok {
+				ports = append(ports, u)
+			}
+		}
+		pg := want.Group
+		pg.Ports, pg.ACLs = ports, acls
+		if !exists {
+			pg.UUID = a.named()
+			if err := a.create(&pg); err != nil {
+				return err
+			}
+			continue
+		}
+		pg.UUID = old.UUID
+		if !sameSet(old.Ports, ports) || !sameSet(old.ACLs, acls) || !sameMap(old.ExternalIDs, pg.ExternalIDs) {
+			if err := a.update(&pg, &pg.Ports, &pg.ACLs, &pg.ExternalIDs); err != nil {
+				return err
+			}
+		}
+	}
+	for _, pg := range have {
+		if err := a.remove(&PortGroup{UUID: pg.UUID}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
