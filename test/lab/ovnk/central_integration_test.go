@@ -84,13 +84,13 @@ func (c *central) nbctl(t *testing.T, args ...string) string {
 	return strings.TrimSpace(string(out))
 }
 
-// trace runs ovn-trace on the SB database once northd has caught up; it
-// fails the test on any warning, such as a match northd copied but OVN
-// cannot parse.
+// trace runs ovn-trace on the SB database once northd has caught up, for
+// the first packet of a connection (every conntrack pass says new); it fails
+// the test on any warning, such as a match northd copied but OVN cannot parse.
 func (c *central) trace(t *testing.T, datapath, flow string) string {
 	t.Helper()
 	c.nbctl(t, "--wait=sb", "--timeout=20", "sync")
-	cmd := exec.Command("ovn-trace", "--db=unix:"+c.sb, datapath, flow)
+	cmd := exec.Command("ovn-trace", "--db=unix:"+c.sb, "--ct=new", "--ct=new", "--ct=new", "--ct=new", datapath, flow)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
