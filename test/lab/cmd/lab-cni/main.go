@@ -1,11 +1,20 @@
-// Command lab-cni is the lab's CNI plugin (spec 0.4.0). It attaches each pod
-// with a veth pair to the node's OVS bridge br-int, tagging the OVSDB rows as
-// Antrea does (pod-name and pod-namespace in Port external_ids) and as
-// OVN-Kubernetes does (iface-id NAMESPACE_POD on the Interface), so that the
-// traceflow helper's port lookup is exercised both ways. IPAM hands out
-// addresses from the node's pod CIDR (one file per address). ADD returns only
-// after the lab agent has programmed the pod's flows, so a pod's network is
-// ready when its containers start.
+// Command lab-cni is the lab's CNI plugin (spec 0.4.0). Its netconf's "mode"
+// chooses how a pod is attached to the node's OVS bridge br-int:
+//
+//   - "lab" (the default): a veth pair tagged as Antrea does (pod-name and
+//     pod-namespace in Port external_ids) and as OVN-Kubernetes does
+//     (iface-id NAMESPACE_POD on the Interface), so that the traceflow
+//     helper's port lookup is exercised both ways. IPAM hands out addresses
+//     from the node's pod CIDR (one file per address). ADD returns only after
+//     the lab agent has programmed the pod's flows.
+//   - "ovn": as OVN-Kubernetes' CNI does (ovn.go): the address and MAC come
+//     from the pod's k8s.ovn.org/pod-networks annotation, which the lab's OVN
+//     controller writes, and ADD returns only once ovn-controller has marked
+//     the Interface ovn-installed.
+//
+// One binary with two modes rather than a sibling: both share the veth
+// plumbing whose pitfalls (checksum offload, routes instead of a default
+// route, add-port's exit status) were each found the hard way.
 //
 // It uses only the standard library and the node's ip, ethtool and ovs-vsctl,
 // which run in the node's namespaces because containerd does.
@@ -30,20 +39,25 @@ import (
 )
 
 type netConf struct {
-	CNIVersion  string   `json:"cniVersion"`
-	Name        string   `json:"name"`
-	Bridge      string   `json:"bridge"`
-	Subnet      string   `json:"subnet"`
-	Gateway     string   `json:"gateway"`
-	Routes      []string `json:"routes"`
-	MTU         int      `json:"mtu"`
-	AgentSocket string   `json:"agentSocket"`
-	DataDir     string   `json:"dataDir"`
+	CNIVersion string   `json:"cniVersion"`
+	Name       string   `json:"name"`
+	Mode       string   `json:"mode"` // "lab" (or empty) or "ovn"
+	Bridge     string   `json:"bridge"`
+	Routes     []string `json:"routes"`
+	MTU        int      `json:"mtu"`
+	// Lab mode: IPAM and the agent.
+	Subnet      string `json:"subnet"`
+	Gateway     string `json:"gateway"`
+	AgentSocket string `json:"agentSocket"`
+	DataDir     string `json:"dataDir"`
+	// OVN mode: where to read the pod's annotation, and what to name in
+	// errors when it does not come.
+	OVN ovnConf `json:"ovn"`
 }
 
 type env struct {
 	cmd, containerID, netns, ifname string
-	podName, podNamespace           string
+	podName, podNamespace, podUID   string
 }
 
 func main() {
@@ -58,6 +72,8 @@ func main() {
 			e.podName = v
 		case "K8S_POD_NAMESPACE":
 			e.podNamespace = v
+		case "K8S_POD_UID":
+			e.podUID = v
 		}
 	}
 	if e.cmd == "VERSION" {
@@ -70,12 +86,18 @@ func main() {
 		err = json.Unmarshal(raw, &conf)
 	}
 	if err == nil {
-		switch e.cmd {
-		case "ADD":
+		switch {
+		case conf.Mode != "" && conf.Mode != "lab" && conf.Mode != "ovn":
+			err = fmt.Errorf("netconf mode %q: want lab or ovn", conf.Mode)
+		case e.cmd == "ADD" && conf.Mode == "ovn":
+			err = addOVN(conf, e)
+		case e.cmd == "ADD":
 			err = add(conf, e)
-		case "DEL":
+		case e.cmd == "DEL" && conf.Mode == "ovn":
+			err = delOVN(conf, e)
+		case e.cmd == "DEL":
 			err = del(conf, e)
-		case "CHECK":
+		case e.cmd == "CHECK":
 		default:
 			err = fmt.Errorf("unsupported CNI_COMMAND %q", e.cmd)
 		}
@@ -126,51 +148,10 @@ func add(c netConf, e env) error {
 	if err != nil {
 		return err
 	}
-	host := hostIfName(e)
-	peer := "tfp" + host[strings.LastIndex(host, "-")+1:]
-	_, _ = run("ip", "link", "del", host)
-	mtu := fmt.Sprint(c.MTU)
-	if _, err := run("ip", "link", "add", host, "mtu", mtu, "type", "veth", "peer", "name", peer, "mtu", mtu); err != nil {
-		return err
-	}
-	if _, err := run("ip", "link", "set", peer, "netns", filepath.Base(e.netns)); err != nil {
-		return err
-	}
 	addr := fmt.Sprintf("%s/%d", ip, prefix.Bits())
-	steps := [][]string{
-		{"ip", "link", "set", peer, "name", e.ifname},
-		{"ip", "addr", "add", addr, "dev", e.ifname},
-		{"ip", "link", "set", e.ifname, "up"},
-		// Without this, TCP fails while ping works: OVS's userspace datapath
-		// forwards the veth's partial checksums as they are.
-		{"ethtool", "-K", e.ifname, "tx", "off"},
-	}
-	for _, r := range c.Routes {
-		// Routes for the pod and service ranges only, no default route: name
-		// lookups would otherwise go into OVS and hang.
-		steps = append(steps, []string{"ip", "route", "add", r, "via", c.Gateway, "dev", e.ifname})
-	}
-	for _, s := range steps {
-		if _, err := inNetns(e.netns, s[0], s[1:]...); err != nil {
-			return err
-		}
-	}
-	// Not /sys/class/net: sysfs there shows the node's devices, not the pod's.
-	out, err := inNetns(e.netns, "ip", "-o", "link", "show", e.ifname)
+	host := hostIfName(e)
+	mac, err := attachVeth(c, e, host, addr, "", c.Gateway)
 	if err != nil {
-		return err
-	}
-	if i := strings.Index(out, "link/ether "); i >= 0 {
-		out = strings.Fields(out[i+len("link/ether "):])[0]
-	}
-	mac := strings.TrimSpace(out)
-	if _, err := net.ParseMAC(mac); err != nil {
-		return fmt.Errorf("pod mac %q: %w", mac, err)
-	}
-	if _, err := run("ethtool", "-K", host, "tx", "off"); err != nil {
-		return err
-	}
-	if _, err := run("ip", "link", "set", host, "up"); err != nil {
 		return err
 	}
 	ids := fmt.Sprintf("external_ids:pod-name=%q external_ids:pod-namespace=%q external_ids:container-id=%q external_ids:ip-address=%q external_ids:attached-mac=%q external_ids:antrea-type=container",
@@ -189,18 +170,80 @@ func add(c netConf, e env) error {
 	if err := notifyAgent(c.AgentSocket, 15*time.Second); err != nil {
 		return fmt.Errorf("lab agent did not program the pod's flows: %w", err)
 	}
+	return json.NewEncoder(os.Stdout).Encode(result(c, e, host, mac, addr, c.Gateway))
+}
+
+// result is the CNI 0.4.0 ADD result: both ends, the pod's address and its
+// routes.
+func result(c netConf, e env, host, mac, addr, gw string) map[string]any {
 	res := map[string]any{
 		"cniVersion": c.CNIVersion,
 		"interfaces": []map[string]any{{"name": host, "mac": ""}, {"name": e.ifname, "mac": mac, "sandbox": e.netns}},
-		"ips":        []map[string]any{{"version": "4", "interface": 1, "address": addr, "gateway": c.Gateway}},
+		"ips":        []map[string]any{{"version": "4", "interface": 1, "address": addr, "gateway": gw}},
 		"dns":        map[string]any{},
 	}
 	var routes []map[string]string
 	for _, r := range c.Routes {
-		routes = append(routes, map[string]string{"dst": r, "gw": c.Gateway})
+		routes = append(routes, map[string]string{"dst": r, "gw": gw})
 	}
 	res["routes"] = routes
-	return json.NewEncoder(os.Stdout).Encode(res)
+	return res
+}
+
+// attachVeth makes the veth pair of a pod: the pod end named e.ifname in the
+// pod's network namespace with addr (and mac, when not empty), routes for
+// c.Routes via gw, the host end named host, both with TX checksum offload
+// off, both up. It returns the pod end's MAC.
+func attachVeth(c netConf, e env, host, addr, mac, gw string) (string, error) {
+	peer := "tfp" + host[strings.LastIndex(host, "-")+1:]
+	_, _ = run("ip", "link", "del", host)
+	mtu := fmt.Sprint(c.MTU)
+	if _, err := run("ip", "link", "add", host, "mtu", mtu, "type", "veth", "peer", "name", peer, "mtu", mtu); err != nil {
+		return "", err
+	}
+	if _, err := run("ip", "link", "set", peer, "netns", filepath.Base(e.netns)); err != nil {
+		return "", err
+	}
+	steps := [][]string{{"ip", "link", "set", peer, "name", e.ifname}}
+	if mac != "" {
+		steps = append(steps, []string{"ip", "link", "set", e.ifname, "address", mac})
+	}
+	steps = append(steps,
+		[]string{"ip", "addr", "add", addr, "dev", e.ifname},
+		[]string{"ip", "link", "set", e.ifname, "up"},
+		// Without this, TCP fails while ping works: OVS's userspace datapath
+		// forwards the veth's partial checksums as they are.
+		[]string{"ethtool", "-K", e.ifname, "tx", "off"},
+	)
+	for _, r := range c.Routes {
+		// Routes for the pod and service ranges only, no default route: name
+		// lookups would otherwise go into OVS and hang.
+		steps = append(steps, []string{"ip", "route", "add", r, "via", gw, "dev", e.ifname})
+	}
+	for _, s := range steps {
+		if _, err := inNetns(e.netns, s[0], s[1:]...); err != nil {
+			return "", err
+		}
+	}
+	// Not /sys/class/net: sysfs there shows the node's devices, not the pod's.
+	out, err := inNetns(e.netns, "ip", "-o", "link", "show", e.ifname)
+	if err != nil {
+		return "", err
+	}
+	if i := strings.Index(out, "link/ether "); i >= 0 {
+		out = strings.Fields(out[i+len("link/ether "):])[0]
+	}
+	got := strings.TrimSpace(out)
+	if _, err := net.ParseMAC(got); err != nil {
+		return "", fmt.Errorf("pod mac %q: %w", got, err)
+	}
+	if _, err := run("ethtool", "-K", host, "tx", "off"); err != nil {
+		return "", err
+	}
+	if _, err := run("ip", "link", "set", host, "up"); err != nil {
+		return "", err
+	}
+	return got, nil
 }
 
 func waitOfport(port string) error {
