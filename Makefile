@@ -77,7 +77,7 @@ test: ## everything CI runs: lint, unit, integration (OVS), e2e (every lab mode)
 	@hack/timed.sh "release and krew" $(MAKE) --no-print-directory krew
 
 .PHONY: lab-up
-lab-up: build ## start the two-node lab cluster (idempotent); prints the KUBECONFIG export
+lab-up: build ## start the two-node lab cluster (idempotent; TFLAB_CNI=lab|ovn picks the dataplane); prints the KUBECONFIG export
 	test/lab/lab.sh up
 
 .PHONY: lab-down
@@ -85,7 +85,7 @@ lab-down: ## stop the lab and remove everything it created
 	test/lab/lab.sh down
 
 .PHONY: lab-status
-lab-status: ## show what of the lab is running
+lab-status: ## show what of the lab is running, and which CNI
 	test/lab/lab.sh status
 
 .PHONY: demo

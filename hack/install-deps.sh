@@ -4,6 +4,9 @@
 set -euo pipefail
 declare -A pkg_of=(
   [ovs-vswitchd]=openvswitch-switch
+  # The lab's OVN mode (TFLAB_CNI=ovn): northd and the NB/SB schemas, and ovn-controller.
+  [ovn-northd]=ovn-central
+  [ovn-controller]=ovn-host
   [containerd]=containerd
   [runc]=runc
   [etcd]=etcd-server

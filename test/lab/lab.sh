@@ -1,17 +1,26 @@
 #!/usr/bin/env bash
 # The lab: a real Kubernetes cluster in a box (see test/lab/README.md).
 #
-#   lab.sh up        start etcd, the control plane and $TFLAB_NODES nodes (idempotent)
+#   lab.sh up        start etcd, the control plane and $TFLAB_NODES nodes with the
+#                    dataplane $TFLAB_CNI (idempotent; another CNI than the running
+#                    one takes the lab down and up again)
 #   lab.sh down      stop everything and undo every namespace, mount, cgroup,
-#                    interface, sysctl and file the lab created (also after a crash)
-#   lab.sh status    what is running (exit 0 when the whole lab is up)
+#                    interface, sysctl and file the lab created, in either mode
+#                    (also after a crash)
+#   lab.sh status    what is running and which CNI (exit 0 when the whole lab is up)
 #   lab.sh exec NODE CMD...   run CMD in a node's network, mount and UTS namespaces
 #   lab.sh images    rebuild the images and import them into every running node
 #
 # Each node is a network namespace plus a mount and UTS namespace (made with
 # unshare, entered with nsenter; `ip netns exec` would hide the cgroup tree)
-# holding its own Open vSwitch (userspace datapath), containerd, kubelet and
-# lab agent. Every process the lab starts joins the cgroup "tflab" (pids and
+# holding its own Open vSwitch (userspace datapath), containerd and kubelet,
+# and the dataplane TFLAB_CNI names:
+#   lab  the lab CNI and the lab agent, which programs an Antrea-like pipeline
+#        (the default);
+#   ovn  real OVN as OVN-Kubernetes shapes it (lib/ovn.sh): ovsdb-servers,
+#        ovn-northd and lab-ovnkube on the host, ovn-controller per node, and
+#        the lab CNI in its OVN mode.
+# Every process the lab starts joins the cgroup "tflab" (pids and
 # freezer hierarchies) and every pod lands under the kubelets' cgroupRoot
 # tflab/NODE, so teardown finds all of them there, even after a crash.
 set -euo pipefail
@@ -23,6 +32,12 @@ S=${TFLAB_STATE:-/run/traceflow-lab}
 NODES=${TFLAB_NODES:-2}
 # A running lab keeps the node count it was started with.
 if [ -z "${TFLAB_NODES:-}" ] && [ -s "$S/node-count" ]; then NODES=$(cat "$S/node-count"); fi
+# The CNI of the running lab (a lab from before the choice existed ran lab),
+# and the one asked for: TFLAB_CNI, else the running one, else lab.
+RUNNING_CNI=
+if [ -s "$S/cni" ]; then RUNNING_CNI=$(cat "$S/cni"); elif [ -d "$S" ]; then RUNNING_CNI=lab; fi
+CNI=${TFLAB_CNI:-${RUNNING_CNI:-lab}}
+case $CNI in lab | ovn) ;; *) echo "TFLAB_CNI=$CNI: want lab or ovn" >&2; exit 2 ;; esac
 CG=tflab
 HOSTBR=tflab0
 HOST_IP=10.89.0.1
@@ -101,10 +116,14 @@ alive() { local p; p=$(cat "$S/pids/$1.pid" 2>/dev/null) && kill -0 "$p" 2>/dev/
 
 components() {
   echo etcd kube-apiserver kube-controller-manager kube-scheduler
+  [ "$CNI" = ovn ] && echo ovn-nb-ovsdb ovn-sb-ovsdb ovn-northd lab-ovnkube
   local i n
   for i in $(seq 1 "$NODES"); do
     n=$(node_name "$i")
-    echo "$n-ovsdb-server $n-ovs-vswitchd $n-containerd $n-lab-agent $n-kubelet"
+    case $CNI in
+      lab) echo "$n-ovsdb-server $n-ovs-vswitchd $n-containerd $n-lab-agent $n-kubelet" ;;
+      ovn) echo "$n-ovsdb-server $n-ovs-vswitchd $n-ovn-controller $n-tnl-neigh $n-containerd $n-kubelet" ;;
+    esac
   done
 }
 
@@ -115,6 +134,8 @@ components() {
 . "$here/lib/control-plane.sh"
 # shellcheck source=lib/node.sh
 . "$here/lib/node.sh"
+# shellcheck source=lib/ovn.sh
+. "$here/lib/ovn.sh"
 
 nodes_ready() {
   local ready
@@ -132,12 +153,22 @@ up() {
   [ "$(id -u)" -eq 0 ] || die "the lab needs root (namespaces, OVS, kubelet)"
   local t0=$SECONDS
   build
+  if [ -n "$RUNNING_CNI" ] && [ "$RUNNING_CNI" != "$CNI" ]; then
+    log "the lab runs CNI $RUNNING_CNI, TFLAB_CNI=$CNI asks for another: taking it down first"
+    down
+  fi
   if [ -d "$S" ] && healthy; then
-    log "lab already up; refreshing images and lab binaries"
+    log "lab already up (CNI $CNI); refreshing images and lab binaries"
     images
     for i in $(seq 1 "$NODES"); do import_images "$(node_name "$i")"; done
     cp "$root/bin/lab/lab-cni" "$S/cni-bin/.lab-cni" && mv "$S/cni-bin/.lab-cni" "$S/cni-bin/lab-cni"
-    for i in $(seq 1 "$NODES"); do
+    if [ "$CNI" = ovn ] && ! cmp -s "$root/bin/lab/lab-ovnkube" "$S/lab-ovnkube"; then
+      log "restarting lab-ovnkube (its binary changed)"
+      kill "$(cat "$S/pids/lab-ovnkube.pid")"
+      poll "lab-ovnkube to stop" 10 bash -c "! kill -0 $(cat "$S/pids/lab-ovnkube.pid")"
+      ovn_controller
+    fi
+    [ "$CNI" = lab ] && for i in $(seq 1 "$NODES"); do
       n=$(node_name "$i")
       if ! cmp -s "$root/bin/lab/lab-agent" "$S/nodes/$n/lab-agent"; then
         log "restarting $n's lab agent (its binary changed)"
@@ -155,6 +186,7 @@ up() {
   fi
   mkdir -p "$S"/{pids,logs,ns,images,cni-bin}
   echo "$NODES" >"$S/node-count"
+  echo "$CNI" >"$S/cni"
   for i in $(seq 1 "$NODES"); do mkdir -p "$S/nodes/$(node_name "$i")"; done
   # unshare --mount=FILE needs FILE on a private mount.
   mount --bind "$S/ns" "$S/ns"
@@ -172,6 +204,8 @@ up() {
 
   pki
   control_plane
+  # Before the nodes: each node binds the database sockets into its /run/ovn.
+  [ "$CNI" = ovn ] && ovn_central
   images
   local pids=()
   for i in $(seq 1 "$NODES"); do
@@ -180,14 +214,17 @@ up() {
   done
   poll kube-apiserver 60 kc get --raw /readyz || die "kube-apiserver not ready: see $S/logs/kube-apiserver.log"
   controllers
+  [ "$CNI" = ovn ] && ovn_controller
   for i in "${!pids[@]}"; do
     wait "${pids[$i]}" || { cat "$S/logs/node-up-$((i + 1)).log" >&2; die "node $((i + 1)) failed to start"; }
   done
+  [ "$CNI" = ovn ] && ovn_annotate_nodes
   poll "$NODES Ready nodes" 60 nodes_ready || die "nodes not Ready: see $S/logs/*-kubelet.log"
+  [ "$CNI" = ovn ] && ovn_ready
   # Pods are refused until the controller-manager has made this account.
   poll "the default service account" 30 kc get serviceaccount default -n default ||
     die "no default service account: see $S/logs/kube-controller-manager.log"
-  log "lab up in $((SECONDS - t0))s: $NODES nodes Ready"
+  log "lab up in $((SECONDS - t0))s: $NODES nodes Ready, CNI $CNI"
   kc get nodes -o wide >&2
   echo "export KUBECONFIG=$S/kubeconfig"
 }
@@ -254,13 +291,16 @@ down() {
 status() {
   if [ ! -d "$S" ]; then echo "lab: down"; return 3; fi
   local c ok=0
+  echo "  CNI: $CNI"
   for c in $(components); do
     if alive "$c"; then printf '  %-34s running (pid %s)\n' "$c" "$(cat "$S/pids/$c.pid")"
     else printf '  %-34s NOT RUNNING\n' "$c"; ok=1; fi
   done
   if kc get --raw /readyz >/dev/null 2>&1; then kc get nodes -o wide; else echo "  apiserver not ready"; ok=1; fi
-  if [ $ok -eq 0 ] && nodes_ready; then
-    echo "lab: up; export KUBECONFIG=$S/kubeconfig"
+  if [ $ok -eq 0 ] && nodes_ready && [ -n "${TFLAB_CNI:-}" ] && [ "$TFLAB_CNI" != "$RUNNING_CNI" ]; then
+    echo "lab: up with CNI $RUNNING_CNI, not TFLAB_CNI=$TFLAB_CNI (make lab-up switches)"; return 1
+  elif [ $ok -eq 0 ] && nodes_ready; then
+    echo "lab: up (CNI $CNI); export KUBECONFIG=$S/kubeconfig"
   else
     echo "lab: partly up (make lab-down, then make lab-up)"; return 1
   fi
@@ -270,6 +310,8 @@ status() {
 # lock is on this script itself, so it leaves no file behind.
 lock() { exec 8<"$0"; flock 8; }
 
+# Only up may change the CNI; everything else acts on the running lab.
+[ "${1:-}" = up ] || CNI=${RUNNING_CNI:-$CNI}
 case "${1:-}" in
   up) lock; up ;;
   down) lock; down ;;

@@ -9,6 +9,8 @@ build() {
   command -v openssl >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends openssl >/dev/null
   command -v kubectl >/dev/null || die "kubectl not found: install kubectl (v1.32 or newer) on PATH"
   K8S_BIN=$("$here/build-k8s.sh")
+  # Every command under test/lab/cmd: lab-agent and lab-cni (lab mode), lab-ovnkube (OVN mode),
+  # lab-image, pause, workload.
   (cd "$root" && CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o bin/lab/ ./test/lab/cmd/...)
   [ -x "$root/bin/traceflow-helper" ] || (cd "$root" && make -s build >/dev/null)
   # Tag the helper image with the version stamped into the binary: the plugin

@@ -1,5 +1,6 @@
 # shellcheck shell=bash
-# One lab node: its namespaces, Open vSwitch, containerd, lab agent and kubelet.
+# One lab node: its namespaces, Open vSwitch, containerd, lab agent (lab mode)
+# or ovn-controller (OVN mode, lib/ovn.sh) and kubelet.
 # Sourced by test/lab/lab.sh, which defines the settings and helpers used here.
 
 # ---------------------------------------------------------------- nodes
@@ -28,6 +29,10 @@ node_ns() {
     mkdir -p "$b"
     binds="$binds mount --bind $nd/root$b $b;"
   done
+  if [ "$CNI" = ovn ]; then
+    [ -e /run/ovn ] || { echo /run/ovn >>"$S/host-dirs"; mkdir -p /run/ovn; }
+    binds="$binds $(ovn_node_binds "$nd")"
+  fi
   nsenter --net=/run/netns/"$n" unshare --mount="$S/ns/$n.mnt" --uts="$S/ns/$n.uts" --propagation private \
     bash -ec "
       hostname $n
@@ -57,6 +62,7 @@ node_ovs() {
       other_config:hwaddr=$(ip_mac "$ip") -- add-port br-phy eth0
     ip addr add $ip/24 dev br-phy
     ip link set br-phy up
+    [ $CNI = lab ] || exit 0
     ovs-vsctl --timeout=10 -- add-br br-int -- set Bridge br-int datapath_type=netdev fail_mode=secure \
         protocols=OpenFlow10,OpenFlow13,OpenFlow15 other_config:disable-in-band=true \
       -- add-port br-int antrea-tun0 -- set Interface antrea-tun0 type=geneve \
@@ -73,6 +79,7 @@ node_ovs() {
     for p in eth0 antrea-tun0 antrea-gw0; do
       [ \"\$(ovs-vsctl get Interface \$p ofport)\" -gt 0 ] || { echo \"OVS port \$p failed\" >&2; exit 1; }
     done"
+  [ "$CNI" = lab ] || ovn_node "$i"
 }
 
 node_containerd() {
@@ -102,11 +109,15 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
     bin_dir = "$S/cni-bin"
     conf_dir = "/etc/cni/net.d"
 EOF
-  cat >"$nd/root/etc/cni/net.d/10-tflab.conf" <<EOF
+  if [ "$CNI" = ovn ]; then
+    ovn_cni_conf "$i" >"$nd/root/etc/cni/net.d/10-tflab.conf"
+  else
+    cat >"$nd/root/etc/cni/net.d/10-tflab.conf" <<EOF
 {"cniVersion": "0.4.0", "name": "tflab", "type": "lab-cni", "bridge": "br-int",
  "subnet": "$(node_cidr "$i")", "gateway": "10.244.$i.1", "routes": ["$POD_RANGE", "$SVC_RANGE", "169.254.0.253/32"],
  "mtu": 1450, "agentSocket": "$nd/agent.sock", "dataDir": "/var/lib/cni/tflab"}
 EOF
+  fi
   start "$n-containerd" "$n" containerd --config "$nd/containerd.toml"
   poll "$n containerd" 20 ctr --address "$nd/root/run/containerd/containerd.sock" version
 }
@@ -158,6 +169,6 @@ node_up() {
   node_ovs "$i"
   node_containerd "$i"
   import_images "$(node_name "$i")"
-  node_agent "$i"
+  [ "$CNI" = ovn ] || node_agent "$i"
   node_kubelet "$i"
 }
