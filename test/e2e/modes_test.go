@@ -50,6 +50,8 @@ var holdsIn = map[string][]string{
 	"TestZZLabDownLeavesNothing":               everyMode,
 	"TestEveryTestDeclaresItsModes":            everyMode,
 	// The network, with real traffic.
+	"TestTrafficWithinAndAcrossNodes":          everyMode,
+	"TestTrafficHairpinThroughService":         everyMode,
 	"TestPodsGetIPsOnBothNodes":                everyMode,
 	"TestCrossNodeTCP":                         everyMode,
 	"TestClusterIPServiceReachesBothNodes":     everyMode,
@@ -58,6 +60,8 @@ var holdsIn = map[string][]string{
 	"TestKubectlLogsFollow":                    everyMode,
 	"TestKubeletProbesReachPods":               everyMode,
 	"TestHostNetworkPodSeesOwnOVS":             everyMode,
+	// The lab's OVN mode.
+	"TestOVNChassisAndFlows": ovnOnly,
 	// The lab's own pipeline.
 	"TestTableNamesInTableFeatures": labOnly,
 	// Traces.

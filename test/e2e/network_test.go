@@ -115,7 +115,9 @@ func TestClusterIPServiceReachesBothNodes(t *testing.T) {
 	}
 	t.Logf("answers: %v", seen)
 	// Hairpin: an endpoint reaching its own Service, and so sometimes
-	// itself, as Antrea does it (source SNATed to 169.254.0.253).
+	// itself, its source SNATed to the dataplane's hairpin address: Antrea's
+	// 169.254.0.253 in lab mode, OVN-Kubernetes' hairpin_snat_ip
+	// 169.254.169.5 in OVN mode.
 	self := map[string]int{}
 	eventually(t, 60*time.Second, "srv-1 reaching itself and srv-2 through "+w.clusterIP, func() error {
 		out, err := execIn(w.ns, "srv-1", "get", "-timeout", "2s", "http://"+w.clusterIP+"/")
@@ -128,8 +130,9 @@ func TestClusterIPServiceReachesBothNodes(t *testing.T) {
 		}
 		return nil
 	})
-	if logs := mustKubectl(t, "logs", "-n", w.ns, "srv-1"); !strings.Contains(logs, "from 169.254.0.253:") {
-		t.Errorf("srv-1 did not see its hairpin connection come from 169.254.0.253:\n%s", logs)
+	hairpinSrc := map[string]string{modeLab: "169.254.0.253", modeOVN: "169.254.169.5"}[labMode()]
+	if logs := mustKubectl(t, "logs", "-n", w.ns, "srv-1"); !strings.Contains(logs, "from "+hairpinSrc+":") {
+		t.Errorf("srv-1 did not see its hairpin connection come from %s:\n%s", hairpinSrc, logs)
 	}
 }
 

@@ -60,15 +60,7 @@ func waitTraffic(t testing.TB, p probe, want outcome) {
 func TestTraceHairpinThroughService(t *testing.T) {
 	requireLab(t)
 	ns := namespace(t, "hairpin")
-	apply(t, podSpec(ns, "self", labNodes[1].name, map[string]string{"app": "self"})+fmt.Sprintf(`apiVersion: v1
-kind: Service
-metadata: {name: self, namespace: %s}
-spec:
-  selector: {app: self}
-  ports: [{name: http, port: 80, targetPort: 80}]
-`, ns))
-	pods := waitPods(t, ns, "self")
-	clusterIP := strings.TrimSpace(mustKubectl(t, "get", "service", "-n", ns, "self", "-o", "jsonpath={.spec.clusterIP}"))
+	self, clusterIP := selfService(t, ns)
 	p := probe{ns, "self", "tcp", clusterIP, 80}
 	waitTraffic(t, p, served)
 	r, _ := traceAndTraffic(t, p, "", "-n", ns, "self", "svc/self", "--tcp", "80")
@@ -80,10 +72,10 @@ spec:
 	obs := r.result(t, labNodes[1].name).Observations
 	lb := false
 	for _, o := range obs {
-		lb = lb || (o.Component == report.ComponentLB && o.TranslatedDstIP == pods["self"].Status.PodIP)
+		lb = lb || (o.Component == report.ComponentLB && o.TranslatedDstIP == self.Status.PodIP)
 	}
 	if !lb || len(obs) < 3 {
-		t.Errorf("want several hops with an LB hop translating to %s; got %+v", pods["self"].Status.PodIP, obs)
+		t.Errorf("want several hops with an LB hop translating to %s; got %+v", self.Status.PodIP, obs)
 	}
 	if o := last(r.result(t, labNodes[1].name)); o.Action != report.ActionDelivered {
 		t.Errorf("last observation %+v, want Delivered", o)
