@@ -133,14 +133,16 @@ ovn_annotate_nodes() {
   done
 }
 
-# ovn_ready: lab-ovnkube has built the topology and every chassis has bound
-# its management port (so pods can start and probes reach them).
+# mgmt_ports_up: every node's management port is bound (NB `up`), which needs
+# lab-ovnkube's topology and the node's ovn-controller both.
 mgmt_ports_up() {
   local i
   for i in $(seq 1 "$NODES"); do
     [ "$(nbctl --bare --columns=up find Logical_Switch_Port name="k8s-$(node_name "$i")")" = true ] || return 1
   done
 }
+# ovn_ready: lab-up ends only when pods can start and kubelet probes reach
+# them, and every chassis has caught up with the NB database.
 ovn_ready() {
   poll "lab-ovnkube's topology and the chassis' management ports" 30 mgmt_ports_up ||
     die "management ports not up: see $S/logs/lab-ovnkube.log and $S/logs/*-ovn-controller.ovs.log"
