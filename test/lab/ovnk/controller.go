@@ -3,6 +3,7 @@ package ovnk
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log"
 	"net/netip"
@@ -12,6 +13,7 @@ import (
 	"github.com/ovn-kubernetes/libovsdb/client"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -118,14 +120,19 @@ func (c *Controller) Sync(ctx context.Context) error {
 	if n > 0 {
 		c.logf("NB: %d operations (%d nodes, %d pods, %d services, %d policies)", n, len(in.Nodes), len(in.Pods), len(in.Services), len(in.Policies))
 	}
+	var errs []error
 	for _, a := range annotate {
 		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{PodNetworksAnnotation: a.value}}})
-		if _, err := c.cs.CoreV1().Pods(a.namespace).Patch(ctx, a.name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-			return fmt.Errorf("annotate pod %s/%s: %w", a.namespace, a.name, err)
+		_, err := c.cs.CoreV1().Pods(a.namespace).Patch(ctx, a.name, types.MergePatchType, patch, metav1.PatchOptions{})
+		switch {
+		case apierrors.IsNotFound(err): // deleted meanwhile: the next sync drops its port
+		case err != nil:
+			errs = append(errs, fmt.Errorf("annotate pod %s/%s: %w", a.namespace, a.name, err))
+		default:
+			c.logf("pod %s/%s: %s", a.namespace, a.name, a.value)
 		}
-		c.logf("pod %s/%s: %s", a.namespace, a.name, a.value)
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 type annotation struct{ namespace, name, value string }

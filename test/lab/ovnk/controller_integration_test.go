@@ -14,10 +14,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 )
 
@@ -217,4 +220,29 @@ func TestIntegrationServices(t *testing.T) {
 	}
 	nbLacks(t, c, "Service_demo", "lb-list")
 	nbLacks(t, c, "Service_demo", "ls-lb-list", "n1")
+}
+
+// A pod deleted between the NB write and its annotation does not hold up
+// the others' annotations, and a failing patch is retried.
+func TestIntegrationAnnotationFailures(t *testing.T) {
+	c := startCentral(t)
+	cs := fake.NewClientset(node("n1", "10.244.1.0/24"), namespace("demo", nil),
+		pod("demo", "gone", "n1", nil), pod("demo", "flaky", "n1", nil), pod("demo", "a", "n1", nil))
+	failures := 2
+	cs.PrependReactor("patch", "pods", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		switch action.(k8stesting.PatchAction).GetName() {
+		case "gone":
+			return true, nil, apierrors.NewNotFound(corev1.Resource("pods"), "gone")
+		case "flaky":
+			if failures > 0 {
+				failures--
+				return true, nil, apierrors.NewServiceUnavailable("try again")
+			}
+		}
+		return false, nil, nil
+	})
+	runController(t, cs, c)
+	podIP(t, cs, "demo", "a")
+	podIP(t, cs, "demo", "flaky")
+	nbHas(t, c, "demo_gone", "lsp-list", "n1")
 }
