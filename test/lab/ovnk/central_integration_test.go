@@ -84,6 +84,15 @@ func (c *central) nbctl(t *testing.T, args ...string) string {
 	return strings.TrimSpace(string(out))
 }
 
+func (c *central) sbctl(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := exec.Command("ovn-sbctl", append([]string{"--db=unix:" + c.sb}, args...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("ovn-sbctl %s: %v: %s", strings.Join(args, " "), err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
 // trace runs ovn-trace on the SB database once northd has caught up, for
 // the first packet of a connection (every conntrack pass says new); it fails
 // the test on any warning, such as a match northd copied but OVN cannot parse.

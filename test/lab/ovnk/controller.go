@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log"
 	"net/netip"
+	"sort"
 	"strings"
 	"time"
 
@@ -173,6 +174,14 @@ func (c *Controller) input() (Input, []annotation, error) {
 			live = append(live, p)
 		}
 	}
+	// Deterministic: first come, first served, then by name.
+	sort.SliceStable(live, func(i, j int) bool {
+		ti, tj := live[i].CreationTimestamp, live[j].CreationTimestamp
+		if !ti.Equal(&tj) {
+			return ti.Before(&tj)
+		}
+		return live[i].Namespace+"/"+live[i].Name < live[j].Namespace+"/"+live[j].Name
+	})
 	keep := map[string]bool{}
 	ips := map[string]netip.Addr{}
 	for pass := 0; pass < 2; pass++ {

@@ -91,6 +91,18 @@ func TestIntegrationNetworkPolicies(t *testing.T) {
 		t.Errorf("a -> web:8080 is not dropped by a's egress default deny in ls_in_acl_after_lb:\n%s", out)
 	}
 
+	// What ovn-detrace does with a drop: the logical flow's stage-hint is the
+	// first 32 bits of the ACL's NB UUID, whose external_ids name its owner
+	// (for a default deny, the namespace; the policies are the port groups
+	// holding the dropped port).
+	deny := c.nbctl(t, "--bare", "--columns=_uuid", "find", "ACL", "external_ids:type=defaultDeny", "external_ids:direction=Ingress")
+	flows := c.sbctl(t, "--bare", "--columns=external_ids,actions", "find", "Logical_Flow", "external_ids:stage-hint="+deny[:8])
+	if !regexp.MustCompile(`stage-name=ls_out_acl\s+/\* drop \*/`).MatchString(flows) {
+		t.Errorf("no ls_out_acl drop flow has stage-hint %s (ACL %s):\n%s", deny[:8], deny, flows)
+	}
+	nbHas(t, c, "k8s.ovn.org/name=demo k8s.ovn.org/owner-controller=default-network-controller k8s.ovn.org/owner-type=NetpolNamespace",
+		"--bare", "--columns=external_ids", "list", "ACL", deny)
+
 	// Deleting both policies removes every row they made.
 	for _, n := range []string{"web-in", "a-out"} {
 		if err := cs.NetworkingV1().NetworkPolicies("demo").Delete(ctx, n, metav1.DeleteOptions{}); err != nil {
