@@ -48,8 +48,8 @@ test-unit: ## unit tests: no root, no OVS, no cluster
 	go test -json -count=1 ./... | $(TESTSUMMARY) -label unit
 
 .PHONY: test-integration
-test-integration: ## node helper against a real Open vSwitch in network namespaces (root)
-	TRACEFLOW_CI=1 go test -json -count=1 -tags integration -run Integration -timeout 20m ./pkg/... ./cmd/... | $(TESTSUMMARY) -label "integration (OVS)" -forbid-skips
+test-integration: ## node helper against a real Open vSwitch in network namespaces, the lab's OVN controller against real OVN databases (root)
+	TRACEFLOW_CI=1 go test -json -count=1 -tags integration -run Integration -timeout 20m ./pkg/... ./cmd/... ./test/lab/... | $(TESTSUMMARY) -label "integration (OVS, OVN)" -forbid-skips
 
 # The lab modes (TFLAB_CNI) the e2e suite runs in, one after the other; each
 # test declares the modes it holds in (test/e2e/modes_test.go).
@@ -71,7 +71,7 @@ test: ## everything CI runs: lint, unit, integration (OVS), e2e (every lab mode)
 	@hack/timed.sh "deps" $(MAKE) --no-print-directory deps
 	@hack/timed.sh "lint" $(MAKE) --no-print-directory lint
 	@hack/timed.sh "unit" $(MAKE) --no-print-directory test-unit
-	@hack/timed.sh "integration (OVS)" $(MAKE) --no-print-directory test-integration
+	@hack/timed.sh "integration (OVS, OVN)" $(MAKE) --no-print-directory test-integration
 	@hack/timed.sh "Kubernetes build (cached after the first)" test/lab/build-k8s.sh
 	@hack/timed.sh "e2e, every mode" $(MAKE) --no-print-directory test-e2e
 	@hack/timed.sh "release and krew" $(MAKE) --no-print-directory krew
