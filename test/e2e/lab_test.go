@@ -84,8 +84,15 @@ func TestTwoReadyNodes(t *testing.T) {
 		if !ready {
 			t.Errorf("node %s is not Ready", want.name)
 		}
-		if n.Spec.PodCIDR != want.podCIDR {
-			t.Errorf("node %s pod CIDR %q, want %q", want.name, n.Spec.PodCIDR, want.podCIDR)
+		// Lab mode gives the Node its pod CIDR; OVN mode, as OVN-Kubernetes,
+		// the annotation its controller allocates node subnets from.
+		cidr := n.Spec.PodCIDR
+		if labMode() == modeOVN {
+			cidr = n.Annotations["k8s.ovn.org/node-subnets"]
+			want.podCIDR = `{"default":["` + want.podCIDR + `"]}`
+		}
+		if cidr != want.podCIDR {
+			t.Errorf("node %s pod CIDR %q, want %q", want.name, cidr, want.podCIDR)
 		}
 		ipOK := false
 		for _, a := range n.Status.Addresses {

@@ -64,6 +64,9 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		os.Exit(2)
 	}
+	// lab.sh keeps a running lab's CNI when TFLAB_CNI is unset; the tests
+	// chosen are those of labMode(), so that is the lab they get.
+	_ = os.Setenv("TFLAB_CNI", labMode())
 	if f := flag.Lookup("test.list"); f != nil && f.Value.String() != "" {
 		// Listing runs no test: the lab is neither brought up nor down.
 		os.Exit(m.Run())

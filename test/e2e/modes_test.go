@@ -61,7 +61,8 @@ var holdsIn = map[string][]string{
 	"TestKubeletProbesReachPods":               everyMode,
 	"TestHostNetworkPodSeesOwnOVS":             everyMode,
 	// The lab's OVN mode.
-	"TestOVNChassisAndFlows": ovnOnly,
+	"TestOVNChassisAndFlows":         ovnOnly,
+	"TestOVNPolicyDropSeenByDetrace": ovnOnly,
 	// The lab's own pipeline.
 	"TestTableNamesInTableFeatures": labOnly,
 	// Traces.

@@ -378,7 +378,11 @@ spec:
 	apply(t, m.String())
 	waitPods(t, ns, "probed-1", "probed-2")
 	out := mustKubectl(t, "logs", "-n", ns, "probed-1")
-	if !strings.Contains(out, "http 8080 /ready from "+"10.244.1.1") {
-		t.Errorf("probes did not come from the node's gateway 10.244.1.1:\n%s", out)
+	// The node reaches its pods through its gateway in lab mode (Antrea's
+	// antrea-gw0 holds .1), through the management port ovn-k8s-mp0 (.2)
+	// in OVN mode, as OVN-Kubernetes does.
+	from := map[string]string{modeLab: "10.244.1.1", modeOVN: "10.244.1.2"}[labMode()]
+	if !strings.Contains(out, "http 8080 /ready from "+from) {
+		t.Errorf("probes did not come from the node's address on the pod network %s:\n%s", from, out)
 	}
 }

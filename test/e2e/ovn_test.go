@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"fmt"
+	"net/netip"
 	"regexp"
 	"strconv"
 	"strings"
@@ -106,4 +107,96 @@ func chassisBlock(show, name string) string {
 		}
 	}
 	return b.String()
+}
+
+// Done-when 3 (issue 11): a NetworkPolicy drop, traced by OVS and read back
+// into logical flows by ovn-detrace (packaged with OVN), shows the ACL
+// stage; the logical flow's stage-hint leads to the northbound ACL, whose
+// external_ids OVN-Kubernetes-style name what it belongs to. A default-deny
+// drop names the namespace (owner-type NetpolNamespace, as OVN-Kubernetes
+// does), and the dropped pod's port is in the policy's port group, which
+// names the NetworkPolicy (NAMESPACE:NAME).
+func TestOVNPolicyDropSeenByDetrace(t *testing.T) {
+	requireLab(t)
+	ns := namespace(t, "detrace")
+	node := labNodes[1].name
+	apply(t, podSpec(ns, "server", node, map[string]string{"app": "server"})+
+		podSpec(ns, "client", node, map[string]string{"role": "client"})+fmt.Sprintf(`apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: only-8080, namespace: %s}
+spec:
+  podSelector: {matchLabels: {app: server}}
+  policyTypes: [Ingress]
+  ingress: [{ports: [{protocol: TCP, port: 8080}]}]
+`, ns))
+	pods := waitPods(t, ns, "server", "client")
+	server, client := pods["server"].Status.PodIP, pods["client"].Status.PodIP
+	waitTraffic(t, probe{ns, "client", "tcp", server, 80}, timedOut)
+	waitTraffic(t, probe{ns, "client", "tcp", server, 8080}, served)
+
+	ofport := strings.TrimSpace(nodeExec(t, node, "ovs-vsctl", "--bare", "--columns=ofport", "find", "Interface", "external_ids:iface-id="+ns+"_client"))
+	flow := fmt.Sprintf("in_port=%s,tcp,dl_src=%s,dl_dst=%s,nw_src=%s,nw_dst=%s,nw_ttl=64,tp_src=40000,tp_dst=80,tcp_flags=syn",
+		ofport, ovnMAC(t, client), ovnMAC(t, server), client, server)
+	out := nodeExec(t, node, "sh", "-c", fmt.Sprintf("ovs-appctl ofproto/trace br-int '%s' | ovn-detrace --ovnnb=%s --ovnsb=%s", flow, ovnNB, ovnSB))
+	if !strings.Contains(out, "ls_out_acl") {
+		t.Fatalf("ovn-detrace shows no ls_out_acl stage:\n%s", out)
+	}
+	// The dropping logical flow: the last ls_out_acl flow detrace names
+	// with a drop; detrace reads its stage-hint back into the ACL below it.
+	lflowRE := regexp.MustCompile(`(?m)Logical flow: table=\d+ \(ls_out_acl\), priority=\d+, match=\((.*)\), actions=\(([^)]*)\)\s*\n\s*\* ACL: (.*)$`)
+	var match, aclLine string
+	for _, m := range lflowRE.FindAllStringSubmatch(out, -1) {
+		if strings.Contains(m[2], "drop") {
+			match, aclLine = m[1], m[3]
+		}
+	}
+	if match == "" || !strings.Contains(out, "Datapath actions: drop") {
+		t.Fatalf("ovn-detrace shows no ls_out_acl drop read back into its ACL, ending in a datapath drop:\n%s", out)
+	}
+	t.Logf("dropped by the logical flow matching %q, from ACL %s", match, aclLine)
+	// The same path by hand: the logical flow's stage-hint is the first 32
+	// bits of the northbound ACL row's UUID.
+	lflows := nodeExec(t, node, "ovn-sbctl", "--db", ovnSB, "--format=csv", "--data=bare", "--no-headings",
+		"--columns=match,external_ids", "find", "Logical_Flow", "external_ids:stage-name=ls_out_acl")
+	hintRE := regexp.MustCompile(`stage-hint=([0-9a-f]{8})`)
+	var hint string
+	for _, row := range strings.Split(lflows, "\n") {
+		if strings.Contains(row, match) {
+			if m := hintRE.FindStringSubmatch(row); m != nil {
+				hint = m[1]
+			}
+		}
+	}
+	acls := nodeExec(t, node, "ovn-nbctl", "--db", ovnNB, "--columns=_uuid,action,external_ids", "--format=csv", "--data=bare", "--no-headings", "list", "ACL")
+	found := false
+	for _, row := range strings.Split(acls, "\n") {
+		if hint != "" && strings.HasPrefix(row, hint) && strings.Contains(row, ",drop,") &&
+			strings.Contains(row, "k8s.ovn.org/owner-type=NetpolNamespace") && strings.Contains(row, "k8s.ovn.org/name="+ns+" ") {
+			found = true
+			t.Logf("the ACL's northbound row: %s", row)
+		}
+	}
+	if !found {
+		t.Errorf("no drop ACL of namespace %s behind the logical flow's stage-hint %q:\nlogical flows:\n%s\nACLs:\n%s", ns, hint, lflows, acls)
+	}
+	// The policy behind the namespace's default deny: the NetworkPolicy
+	// port group holding the dropped pod's port names it.
+	pgs := nodeExec(t, node, "ovn-nbctl", "--db", ovnNB, "--bare", "--columns=ports", "find", "Port_Group",
+		"external_ids:k8s.ovn.org/owner-type=NetworkPolicy", `external_ids:k8s.ovn.org/name="`+ns+`:only-8080"`)
+	lsp := strings.TrimSpace(nodeExec(t, node, "ovn-nbctl", "--db", ovnNB, "--bare", "--columns=_uuid", "find", "Logical_Switch_Port", "name="+ns+"_server"))
+	if lsp == "" || !strings.Contains(pgs, lsp) {
+		t.Errorf("the port group of NetworkPolicy %s/only-8080 (ports %q) does not hold the server's port %q", ns, pgs, lsp)
+	}
+}
+
+// ovnMAC is a pod's MAC as OVN-Kubernetes derives it: 0a:58: and the IPv4
+// address's bytes.
+func ovnMAC(t testing.TB, ip string) string {
+	t.Helper()
+	a, err := netip.ParseAddr(ip)
+	if err != nil || !a.Is4() {
+		t.Fatalf("pod IP %q is not IPv4", ip)
+	}
+	b := a.As4()
+	return fmt.Sprintf("0a:58:%02x:%02x:%02x:%02x", b[0], b[1], b[2], b[3])
 }

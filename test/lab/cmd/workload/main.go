@@ -128,6 +128,7 @@ func ovsPorts(args []string) error {
 		"params": []any{"Open_vSwitch",
 			map[string]any{"op": "select", "table": "Bridge", "where": []any{}, "columns": []string{"name"}},
 			map[string]any{"op": "select", "table": "Port", "where": []any{}, "columns": []string{"name", "external_ids"}},
+			map[string]any{"op": "select", "table": "Interface", "where": []any{}, "columns": []string{"name", "external_ids"}},
 		},
 	}
 	if err := json.NewEncoder(c).Encode(req); err != nil {
@@ -145,7 +146,7 @@ func ovsPorts(args []string) error {
 	if err := json.NewDecoder(c).Decode(&resp); err != nil {
 		return err
 	}
-	if resp.Error != nil || len(resp.Result) != 2 {
+	if resp.Error != nil || len(resp.Result) != 3 {
 		return fmt.Errorf("ovsdb error: %v", resp.Error)
 	}
 	type port struct {
@@ -160,9 +161,19 @@ func ovsPorts(args []string) error {
 	for _, b := range resp.Result[0].Rows {
 		out.Bridges = append(out.Bridges, b.Name)
 	}
+	// OVN-Kubernetes names a pod's port on its Interface: iface-id
+	// NAMESPACE_POD (neither name may hold '_'); Antrea on the Port.
+	ifaceID := map[string]string{}
+	for _, i := range resp.Result[2].Rows {
+		ifaceID[i.Name] = ovsjson.Map(i.ExternalIDs)["iface-id"]
+	}
 	for _, p := range resp.Result[1].Rows {
 		ids := ovsjson.Map(p.ExternalIDs)
-		out.Ports = append(out.Ports, port{Name: p.Name, PodName: ids["pod-name"], PodNamespace: ids["pod-namespace"]})
+		pp := port{Name: p.Name, PodName: ids["pod-name"], PodNamespace: ids["pod-namespace"]}
+		if ns, name, ok := strings.Cut(ifaceID[p.Name], "_"); ok && pp.PodName == "" {
+			pp.PodNamespace, pp.PodName = ns, name
+		}
+		out.Ports = append(out.Ports, pp)
 	}
 	return json.NewEncoder(os.Stdout).Encode(out)
 }
