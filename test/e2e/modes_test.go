@@ -63,6 +63,7 @@ var holdsIn = map[string][]string{
 	// The lab's OVN mode.
 	"TestOVNChassisAndFlows":         ovnOnly,
 	"TestOVNPolicyDropSeenByDetrace": ovnOnly,
+	"TestTraceOnOVNRefusesToGuess":   ovnOnly,
 	// The lab's own pipeline.
 	"TestTableNamesInTableFeatures": labOnly,
 	// Traces.

@@ -116,6 +116,13 @@ func open(ctx context.Context, c Common) (*session, error) {
 	if s.br, err = node.Bridge(c.Bridge); err != nil {
 		return nil, setupErr("%w", err)
 	}
+	if s.br.ProgrammedByOVN() {
+		// Measured on real OVN: the probe's destination MAC, the logical
+		// ports and OVN's Geneve options are not yet read right, and the
+		// verdicts were wrong far more often than right. A trace tool that
+		// guesses is worse than none: say so instead.
+		return nil, setupErr("bridge %s on node %s is programmed by OVN (ovn-controller): this helper does not yet follow OVN's logical pipeline (the probe's router MAC, logical ports, Geneve options), and would guess; it refuses instead. Use ovn-trace or ovnkube-trace for this node meanwhile", c.Bridge, c.Node)
+	}
 	sock, err := ofproto.FindSocket(c.Rundir)
 	if err != nil {
 		return nil, setupErr("%w", err)

@@ -186,3 +186,15 @@ func (b *Bridge) Arrivals() []Port {
 	}
 	return out
 }
+
+// ProgrammedByOVN reports whether OVN's ovn-controller programs the bridge:
+// it marks the interfaces it binds (external_ids ovn-installed) and the
+// tunnels it creates (ovn-chassis-id).
+func (b *Bridge) ProgrammedByOVN() bool {
+	for _, p := range b.Ports {
+		if p.IfaceExternalIDs["ovn-installed"] != "" || p.IfaceExternalIDs["ovn-chassis-id"] != "" {
+			return true
+		}
+	}
+	return false
+}

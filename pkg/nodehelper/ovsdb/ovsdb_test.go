@@ -78,3 +78,21 @@ func TestArrivals(t *testing.T) {
 		t.Errorf("Arrivals() = %v, want %v", got, want)
 	}
 }
+
+func TestProgrammedByOVN(t *testing.T) {
+	br, err := testNode().Bridge("br-int")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if br.ProgrammedByOVN() {
+		t.Error("a bridge without OVN's marks counts as OVN's")
+	}
+	for i := range br.Ports {
+		if br.Ports[i].Name == "ovnk-pod" {
+			br.Ports[i].IfaceExternalIDs["ovn-installed"] = "true"
+		}
+	}
+	if !br.ProgrammedByOVN() {
+		t.Error("a bridge with an ovn-installed interface does not count as OVN's")
+	}
+}
