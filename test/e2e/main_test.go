@@ -100,6 +100,14 @@ func setup() {
 		lab.setupErr = fmt.Sprintf("building the Kubernetes binaries: %v\n%s", err, out)
 		return
 	}
+	// A lab up in another mode is taken down first: switching is not the
+	// warm start TestLabUpWarmAndIdempotent measures.
+	if running, err := os.ReadFile(filepath.Join(stateDir(), "cni")); err == nil && strings.TrimSpace(string(running)) != labMode() {
+		if out, err := exec.Command(labScript(), "down").CombinedOutput(); err != nil {
+			lab.setupErr = fmt.Sprintf("lab.sh down (the lab ran %s): %v\n%s", strings.TrimSpace(string(running)), err, out)
+			return
+		}
+	}
 	lab.reused = exec.Command(labScript(), "status").Run() == nil
 	start := time.Now()
 	out, err := exec.Command(labScript(), "up").CombinedOutput()
