@@ -258,24 +258,6 @@ func ResubmitAction(table uint8) []byte {
 	return b
 }
 
-// TunnelFields encodes tunnel metadata as OXM fields for a packet-out's
-// match: tun_id, and the IPv4 tunnel source and destination when valid.
-func TunnelFields(md Metadata) []byte {
-	var b []byte
-	if md.HasTunID {
-		b = append(b, oxm(classOpenFlow, ofbTunnelID, binary.BigEndian.AppendUint64(nil, md.TunID))...)
-	}
-	if md.TunSrc.Is4() {
-		a := md.TunSrc.As4()
-		b = append(b, oxm(classNXM1, nxmTunIPv4Src, a[:])...)
-	}
-	if md.TunDst.Is4() {
-		a := md.TunDst.As4()
-		b = append(b, oxm(classNXM1, nxmTunIPv4Dst, a[:])...)
-	}
-	return b
-}
-
 // SetTunnelActions sets the tunnel metadata in md with set_field actions
 // (tun_id, and the tunnel source and destination of either family): how a
 // flow puts back tunnel fields that the pipeline set before a packet was
@@ -299,28 +281,5 @@ func SetTunnelActions(md Metadata) []byte {
 			b = append(b, SetFieldAction(oxm(classNXM1, f.v6, a[:]))...)
 		}
 	}
-	return b
-}
-
-// PacketOutWithMetadata injects data into table 0 as if it arrived on
-// inPort with the pipeline metadata in fields (OXM, e.g. TunnelFields):
-// how a receiver sends a probe that came from a tunnel again.
-func PacketOutWithMetadata(xid uint32, inPort uint32, fields, data []byte) []byte {
-	match := encodeMatch(append(InPortField(inPort), fields...))
-	action := make([]byte, 16)
-	binary.BigEndian.PutUint16(action, 0) // OFPAT_OUTPUT
-	binary.BigEndian.PutUint16(action[2:], 16)
-	binary.BigEndian.PutUint32(action[4:], PortTable)
-	binary.BigEndian.PutUint16(action[8:], 0xffff)
-	b := make([]byte, 16, 16+len(match)+len(action)+len(data))
-	b[0] = Version
-	b[1] = 13 // OFPT_PACKET_OUT
-	binary.BigEndian.PutUint32(b[4:], xid)
-	binary.BigEndian.PutUint32(b[8:], 0xffffffff)
-	binary.BigEndian.PutUint16(b[12:], uint16(len(action)))
-	b = append(b, match...)
-	b = append(b, action...)
-	b = append(b, data...)
-	binary.BigEndian.PutUint16(b[2:], uint16(len(b))) //nolint:gosec // < 64 KiB
 	return b
 }
