@@ -199,3 +199,32 @@ func TestPassEndAndRecircHop(t *testing.T) {
 		t.Errorf("recircHop from 3 = %d, want 4 (the group hop)", got)
 	}
 }
+
+// The hop that must mark the probe for a continuation is watched only if a
+// copy of its own sets the mark: a flow already copied for an earlier hop
+// fires with that copy's actions, which set no mark.
+func TestBuildPlanMarkHopNeedsItsOwnCopy(t *testing.T) {
+	tr := ofproto.Trace{Hops: []ofproto.Hop{
+		{Table: 5, Priority: 200, Cookie: 0x12, Match: "ip"},
+		{Table: 6, Priority: 200, Cookie: 0x13, Match: "ip"},
+		{Table: 5, Priority: 200, Cookie: 0x12, Match: "ip"}, // the same flow again, where the path recirculates
+	}}
+	flows := map[uint8][]openflow.FlowDesc{
+		5: {{TableID: 5, Priority: 200, Cookie: 0x12, Match: openflow.EthTypeField(0x800)}},
+		6: {{TableID: 6, Priority: 200, Cookie: 0x13, Match: openflow.EthTypeField(0x800)}},
+	}
+	in := PlanInput{Trace: tr, Flows: flows, Tag: 5, EthType: 0x800, Cookie: TraceCookie(5, 1), ControllerID: 9, HardTimeout: 10}
+	for name, tc := range map[string]struct {
+		markHop     int
+		wantWatched bool
+	}{"a hop with its own copy": {1, true}, "a second visit": {2, false}} {
+		in.Mark, in.MarkHop = markCont, tc.markHop
+		p, err := BuildPlan(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Watched[tc.markHop] != tc.wantWatched {
+			t.Errorf("%s: mark hop watched %v, want %v (%q)", name, p.Watched[tc.markHop], tc.wantWatched, p.Skipped[tc.markHop])
+		}
+	}
+}

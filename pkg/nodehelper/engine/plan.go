@@ -171,6 +171,12 @@ func BuildPlan(in PlanInput) (Plan, error) {
 		}
 		k := key{h.Table, h.Priority, h.Cookie}
 		if _, dup := seen[k]; dup {
+			if in.Mark != 0 && i == in.MarkHop {
+				// The copy made for the earlier visit fires here too, and
+				// it does not mark the probe: no catcher would see it.
+				p.Skipped[i] = "its flow's copy, made for an earlier hop, cannot mark the probe for a continuation"
+				continue
+			}
 			p.Watched[i] = true
 			continue
 		}
