@@ -25,6 +25,15 @@
 # tflab/NODE, so teardown finds all of them there, even after a crash.
 set -euo pipefail
 shopt -s nullglob
+# Close what the caller left open (bash keeps the script itself on 255):
+# the lab's daemons must not inherit it. A lock taken around `lab.sh up`
+# with flock(1) is such a descriptor, and etcd, containerd, the kubelets and
+# every other daemon would hold that lock for as long as the lab runs, long
+# after its taker exited (seen: the team's /tmp/tflab.lock held by the lab).
+for fd in /proc/$$/fd/*; do
+  fd=${fd##*/}
+  if [ "$fd" -gt 2 ] && [ "$fd" -lt 255 ]; then eval "exec $fd>&-"; fi
+done
 
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
