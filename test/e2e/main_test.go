@@ -114,6 +114,14 @@ func setup() {
 	lab.upDuration, lab.upOutput = time.Since(start), string(out)
 	if err != nil {
 		lab.setupErr = fmt.Sprintf("lab.sh up: %v\n%s", err, out)
+		return
+	}
+	// As the lab's admin, once: the helper namespace, the roles and the CRD
+	// that helper-mode traces need (idempotent, so a reused lab is fine).
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if out, err := kubectl(ctx, "traceflow", "install"); err != nil {
+		lab.setupErr = fmt.Sprintf("kubectl traceflow install: %v\n%s", err, out)
 	}
 }
 

@@ -46,7 +46,7 @@ func getTraceFixture(t testing.TB) *traceFixture {
 	}
 	ns := fmt.Sprintf("e2e-trace-%d", time.Now().UnixNano()%100000)
 	createNamespace(t, ns)
-	mustKubectl(t, "traceflow", "install-crd")
+	mustKubectl(t, "traceflow", "install")
 	apply(t, podSpec(ns, "a", labNodes[0].name, map[string]string{"app": "client"})+
 		podSpec(ns, "c", labNodes[0].name, map[string]string{"app": "peer"})+
 		podSpec(ns, "b", labNodes[1].name, map[string]string{"app": "web"})+

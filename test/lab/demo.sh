@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The demo (make demo): in the running lab, install the Traceflow CRD, deploy
+# The demo (make demo): in the running lab, set up kubectl-traceflow (install), deploy
 # pod-a, pod-b, pod-c, a Service and a NetworkPolicy, and trace through the
 # real kubectl: pod-a -> pod-b on TCP 80 across the two nodes (delivered),
 # then pod-a -> pod-c, which the NetworkPolicy drops.
@@ -10,7 +10,7 @@ export PATH=$root/bin:$PATH
 
 say() { printf '\n\033[1m$ %s\033[0m\n' "$*"; }
 
-kubectl traceflow install-crd
+kubectl traceflow install   # as the lab's admin: CRD, namespace traceflow-system, roles
 kubectl apply -f "$root/test/lab/demo/demo.yaml" >/dev/null
 kubectl wait --for=condition=Ready pod/pod-a pod/pod-b pod/pod-c --timeout=120s >/dev/null
 

@@ -10,6 +10,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/exitcode"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/install"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/sweep"
 )
 
@@ -26,7 +27,7 @@ type CleanupOptions struct {
 }
 
 func newCleanupCommand(streams genericiooptions.IOStreams, deps Deps, cf *genericclioptions.ConfigFlags) *cobra.Command {
-	o := &CleanupOptions{IOStreams: streams, configFlags: cf, deps: deps, namespace: "kube-system"}
+	o := &CleanupOptions{IOStreams: streams, configFlags: cf, deps: deps, namespace: install.DefaultNamespace}
 	cmd := &cobra.Command{
 		Use:   "cleanup",
 		Short: "Remove helper pods, tag claims and unfinished records that a killed trace left behind",

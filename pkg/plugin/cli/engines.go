@@ -73,7 +73,7 @@ func (o *TraceOptions) trace(ctx context.Context, c *Clients, res *resolve.Resul
 	if o.live {
 		return out, exitcode.UsageErrorf("--live traces real traffic, which only Antrea's agents can do (%s): drop --live to inject a probe with the helper engine", d.Reason)
 	}
-	if err := checkPodSecurity(ctx, c.Kube.CoreV1().Namespaces().Get, o.helperNamespace); err != nil {
+	if err := checkHelperNamespace(ctx, c.Kube.CoreV1().Namespaces().Get, o.helperNamespace); err != nil {
 		return out, err
 	}
 	r := &helpermode.Runner{

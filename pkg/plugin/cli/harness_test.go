@@ -141,6 +141,9 @@ func demoCluster() []runtime.Object {
 			Spec: corev1.ServiceSpec{ClusterIP: "None",
 				Ports: []corev1.ServicePort{{Protocol: corev1.ProtocolTCP, Port: 80}}},
 		},
+		// What `kubectl traceflow install` made: the helper namespace.
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "traceflow-system",
+			Labels: map[string]string{"pod-security.kubernetes.io/enforce": "privileged"}}},
 	}
 }
 

@@ -87,7 +87,8 @@ func NewRootCommand(streams genericiooptions.IOStreams, deps Deps) *cobra.Comman
 	configFlags.AddFlags(cmd.PersistentFlags())
 	registerCompletions(cmd, deps, configFlags)
 	cmd.SetUsageTemplate(usageTemplate(cmd.UsageTemplate()))
-	cmd.AddCommand(newInstallCRDCommand(streams, deps, configFlags), newVersionCommand(streams), newCleanupCommand(streams, deps, configFlags))
+	cmd.AddCommand(newInstallCommand(streams, deps, configFlags), newUninstallCommand(streams, deps, configFlags),
+		newInstallCRDCommand(streams, deps, configFlags), newVersionCommand(streams), newCleanupCommand(streams, deps, configFlags))
 	for _, c := range cmd.Commands() {
 		c.SetFlagErrorFunc(flagError)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/kubectl-traceflow/kubectl-traceflow/internal/version"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/exitcode"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/helperpod"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/install"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/outcome"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/resolve"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/traceflow"
@@ -79,7 +80,7 @@ func newTraceCommand(streams genericiooptions.IOStreams, deps Deps, cf *genericc
 	o := &TraceOptions{IOStreams: streams, configFlags: cf, deps: deps,
 		ttl: traceflow.DefaultTTL, timeout: traceflow.DefaultTimeoutSeconds * time.Second,
 		tcpFlags: traceflow.TCPFlagSYN, engine: "auto", expect: "delivered", color: "auto",
-		helperImage: DefaultHelperImage(), helperNamespace: "kube-system",
+		helperImage: DefaultHelperImage(), helperNamespace: install.DefaultNamespace,
 		ovsRunDir: helperpod.DefaultOVSRunDir, bridge: helperpod.DefaultBridge}
 	cmd := &cobra.Command{
 		Use:         "traceflow SRC DST [--tcp PORT | --udp PORT | --icmp]",

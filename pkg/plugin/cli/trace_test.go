@@ -65,7 +65,7 @@ func TestHelperModeForbidden(t *testing.T) {
 	if code := exitcode.Of(res.err); code != exitcode.Setup {
 		t.Fatalf("exit code %d (%v), want %d", code, res.err, exitcode.Setup)
 	}
-	if !strings.Contains(res.err.Error(), "not allowed to create pods in namespace kube-system") {
+	if !strings.Contains(res.err.Error(), "not allowed to create pods in namespace traceflow-system") {
 		t.Errorf("error %q does not name what RBAC refused", res.err)
 	}
 	leases, err := res.kube.CoordinationV1().Leases("").List(context.Background(), metav1.ListOptions{})
@@ -139,16 +139,16 @@ func TestColorEnabled(t *testing.T) {
 
 func TestCleanupSweepsOnlyOurs(t *testing.T) {
 	objs := append(demoCluster(),
-		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "tf-x-sender-abc",
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "traceflow-system", Name: "tf-x-sender-abc",
 			Labels: map[string]string{"app.kubernetes.io/managed-by": "kubectl-traceflow"}}})
 	res := runCommand(t, []string{"cleanup"}, objs...)
 	if res.err != nil {
 		t.Fatal(res.err)
 	}
-	if res.stdout != "removed pod kube-system/tf-x-sender-abc\n" {
+	if res.stdout != "removed pod traceflow-system/tf-x-sender-abc\n" {
 		t.Errorf("stdout %q", res.stdout)
 	}
-	if _, err := res.kube.CoreV1().Pods("kube-system").Get(context.Background(), "tf-x-sender-abc", metav1.GetOptions{}); err == nil {
+	if _, err := res.kube.CoreV1().Pods("traceflow-system").Get(context.Background(), "tf-x-sender-abc", metav1.GetOptions{}); err == nil {
 		t.Error("helper pod not removed")
 	}
 	if _, err := res.kube.CoreV1().Pods("default").Get(context.Background(), "pod-a", metav1.GetOptions{}); err != nil {
@@ -200,10 +200,45 @@ func TestPodSecurityRestrictedNamespace(t *testing.T) {
 		Labels: map[string]string{"pod-security.kubernetes.io/enforce": "restricted"}}})
 	res := runCommand(t, []string{"pod-a", "pod-b", "--helper-namespace", "locked"}, objs...)
 	if exitcode.Of(res.err) != exitcode.Setup || !strings.Contains(res.err.Error(), `enforces PodSecurity level "restricted"`) ||
-		!strings.Contains(res.err.Error(), "--helper-namespace kube-system") {
+		!strings.Contains(res.err.Error(), "leave --helper-namespace out to use traceflow-system") {
 		t.Fatalf("want a PodSecurity error with the fix, got %v", res.err)
 	}
 	if w := res.writes(); len(w) > 0 {
 		t.Errorf("created something before failing: %v", w)
+	}
+}
+
+// The first run after a krew install: helper mode finds no helper
+// namespace and says, in one message, what to run; nothing is created.
+func TestHelperNamespaceMissingSaysInstall(t *testing.T) {
+	objs := demoCluster()
+	objs = objs[:len(objs)-1] // without the namespace install makes
+	res := runCommand(t, []string{"pod-a", "pod-b", "--tcp", "80"}, objs...)
+	if exitcode.Of(res.err) != exitcode.Setup || !strings.Contains(res.err.Error(), "namespace traceflow-system does not exist") ||
+		!strings.Contains(res.err.Error(), "run 'kubectl traceflow install' once") {
+		t.Fatalf("want exit 4 saying to run kubectl traceflow install, got %v", res.err)
+	}
+	if w := res.writes(); len(w) > 0 {
+		t.Errorf("created something before failing: %v", w)
+	}
+}
+
+// kube-system still works when chosen explicitly: helper pods and the tag
+// claim go there.
+func TestHelperNamespaceKubeSystemExplicit(t *testing.T) {
+	objs := append(demoCluster(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kube-system"}})
+	var podNS, leaseNS []string
+	res := runCommandWith(t, []string{"pod-a", "pod-b", "--tcp", "80", "--helper-namespace", "kube-system"}, func(cs *fake.Clientset) {
+		cs.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+			podNS = append(podNS, a.GetNamespace())
+			return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "", errors.New("stop here"))
+		})
+		cs.PrependReactor("create", "leases", func(a k8stesting.Action) (bool, runtime.Object, error) {
+			leaseNS = append(leaseNS, a.GetNamespace())
+			return false, nil, nil
+		})
+	}, objs...)
+	if len(podNS) == 0 || podNS[0] != "kube-system" || len(leaseNS) == 0 || leaseNS[0] != "kube-system" {
+		t.Fatalf("helper pods went to %v, tag claims to %v; want kube-system (err %v)", podNS, leaseNS, res.err)
 	}
 }

@@ -118,7 +118,7 @@ func (c clientsetCluster) Logs(ctx context.Context, namespace, pod string) (io.R
 // resource; everything else is a setup failure.
 func apiFailure(err error, verb, resource, ns string) error {
 	if apierrors.IsForbidden(err) && strings.Contains(err.Error(), "violates PodSecurity") {
-		return exitcode.Errorf(exitcode.Setup, "namespace %s enforces a PodSecurity level that rejects helper pods (they need hostNetwork and a hostPath of the OVS run directory, i.e. level privileged): use --helper-namespace with a privileged namespace such as kube-system, or label %s pod-security.kubernetes.io/enforce=privileged: %w", ns, ns, err)
+		return exitcode.Errorf(exitcode.Setup, "namespace %s enforces a PodSecurity level that rejects helper pods (they need hostNetwork and a hostPath of the OVS run directory, i.e. level privileged): leave --helper-namespace out to use traceflow-system (made by `kubectl traceflow install`), or label %s pod-security.kubernetes.io/enforce=privileged: %w", ns, ns, err)
 	}
 	if apierrors.IsForbidden(err) {
 		where := "cluster-wide"
