@@ -85,6 +85,7 @@ var holdsIn = map[string][]string{
 	// Least privilege (issue 15).
 	"TestTraceAsUserBoundByInstall":      labOnly,
 	"TestTraceHelperNamespaceKubeSystem": labOnly,
+	"TestHelperResourceUse":              labOnly,
 }
 
 // labMode is the mode this run brings the lab up in.

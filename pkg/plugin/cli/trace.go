@@ -32,9 +32,13 @@ const (
 	outputWide = "wide"
 )
 
-// DefaultHelperImage is the helper image this plugin version runs; the
-// image's tag is the plugin's version so the two always match.
+// DefaultHelperImage is the helper image this plugin version runs: the
+// digest a release stamped into the binary, or else the image whose tag is
+// the plugin's version, so the two always match.
 func DefaultHelperImage() string {
+	if version.HelperImage != "" {
+		return version.HelperImage
+	}
 	return "ghcr.io/kubectl-traceflow/traceflow-helper:" + version.Version
 }
 
@@ -193,6 +197,12 @@ func (o *TraceOptions) Validate() error {
 	}
 	if o.changed("tcp-flags") && !protocolPending && o.protocol != traceflow.TCP {
 		return exitcode.UsageErrorf("--tcp-flags needs a TCP probe: add --tcp PORT, or drop --tcp-flags")
+	}
+	if err := helperpod.ValidateImage(o.helperImage); err != nil {
+		return exitcode.UsageErrorf("--helper-image: %v", err)
+	}
+	if err := helperpod.ValidateRunDir(o.ovsRunDir); err != nil {
+		return exitcode.UsageErrorf("--ovs-rundir: %v", err)
 	}
 	if o.droppedOnly && !o.live {
 		return exitcode.UsageErrorf("--dropped-only applies to live traffic only: add --live, or drop --dropped-only")

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 )
@@ -93,6 +94,12 @@ func Build(p Params) (*corev1.Pod, error) {
 	runDir := p.OVSRunDir
 	if runDir == "" {
 		runDir = DefaultOVSRunDir
+	}
+	if err := ValidateRunDir(runDir); err != nil {
+		return nil, err
+	}
+	if err := ValidateImage(p.Image); err != nil {
+		return nil, err
 	}
 	bridge := p.Bridge
 	if bridge == "" {
@@ -184,9 +191,13 @@ func Build(p Params) (*corev1.Pod, error) {
 					SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 				},
 				TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+				Resources:                Resources(),
 				VolumeMounts: []corev1.VolumeMount{{
 					Name:      "ovs-run",
 					MountPath: ovsMountPath,
+					// Connecting to a unix socket needs no write on the
+					// directory that holds it; the helper creates nothing there.
+					ReadOnly: true,
 				}},
 			}},
 			Volumes: []corev1.Volume{{
@@ -202,6 +213,24 @@ func Build(p Params) (*corev1.Pod, error) {
 		},
 	}
 	return pod, nil
+}
+
+// Resources are the helper container's: small requests, so that a node
+// that is full still admits it, a memory limit, so that a helper gone wrong
+// cannot starve the node it diagnoses, and no CPU limit: CFS throttling
+// would delay the helper's reading of packet-ins and make a hop look slow
+// or missed. Measured in the lab while the nodes forwarded traffic
+// (test/e2e TestHelperResourceUse): see the README's "Helper pods".
+func Resources() corev1.ResourceRequirements {
+	return corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{
+			corev1.ResourceCPU:    resource.MustParse("50m"),
+			corev1.ResourceMemory: resource.MustParse("32Mi"),
+		},
+		Limits: corev1.ResourceList{
+			corev1.ResourceMemory: resource.MustParse("128Mi"),
+		},
+	}
 }
 
 // shortHash is a stable 6-hex-digit FNV-1a hash of s.

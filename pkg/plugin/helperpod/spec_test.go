@@ -18,7 +18,7 @@ var update = flag.Bool("update", false, "rewrite golden files")
 func params() Params {
 	return Params{
 		TraceName: "tf-pod-a-pod-b-x7k2p",
-		Namespace: "kube-system",
+		Namespace: "traceflow-system",
 		Node:      "lab-node-2",
 		Role:      RoleReceiver,
 		Image:     "ghcr.io/kubectl-traceflow/traceflow-helper:v0.1.0",
