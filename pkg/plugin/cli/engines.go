@@ -41,7 +41,10 @@ func (o *TraceOptions) trace(ctx context.Context, c *Clients, res *resolve.Resul
 	if err != nil {
 		return traceResult{}, err
 	}
-	facts, err := engine.Gather(ctx, c.Kube.Discovery(), c.Kube.CoreV1().Pods(""))
+	facts, err := engine.Gather(ctx, engine.Sources{
+		Discovery: c.Kube.Discovery(), Infos: c.Dynamic, Pods: c.Kube.CoreV1().Pods(""),
+		ServerNow: c.ServerNow, LocalNow: time.Now,
+	}, append([]string{res.Source.Node}, receivers...))
 	if err != nil {
 		return traceResult{}, err
 	}

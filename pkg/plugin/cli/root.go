@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/util/rand"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/engine"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/exitcode"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/resolve"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/traceflow"
@@ -38,6 +40,10 @@ type Clients struct {
 	Kube kubernetes.Interface
 	// RESTConfig serves streams (attach to a helper's stdin); may be nil.
 	RESTConfig *rest.Config
+	// ServerNow is the API server's clock as of its latest response (the
+	// Date header), so that the age of Antrea's heartbeats is judged with
+	// server time only; nil where unknown.
+	ServerNow func() (time.Time, bool)
 }
 
 // Connector makes Clients from the kubeconfig flags. Commands call it only
@@ -136,15 +142,20 @@ func Connect(cf *genericclioptions.ConfigFlags) (*Clients, error) {
 	if err != nil {
 		return nil, exitcode.Errorf(exitcode.Setup, "reading the kubeconfig: %w; check --kubeconfig, KUBECONFIG and --context", err)
 	}
-	cs, err := kubernetes.NewForConfig(cfg)
+	// The API clients note the server's Date on every response; the
+	// streams keep the plain config (an upgrade needs its own transport).
+	clock := &engine.ServerClock{}
+	api := rest.CopyConfig(cfg)
+	api.Wrap(clock.Wrap)
+	cs, err := kubernetes.NewForConfig(api)
 	if err != nil {
 		return nil, exitcode.Errorf(exitcode.Setup, "making a Kubernetes client: %w; check the cluster entry of the kubeconfig", err)
 	}
-	dyn, err := dynamic.NewForConfig(cfg)
+	dyn, err := dynamic.NewForConfig(api)
 	if err != nil {
 		return nil, exitcode.Errorf(exitcode.Setup, "making a Kubernetes client: %w; check the cluster entry of the kubeconfig", err)
 	}
-	return &Clients{Namespace: ns, Lookup: resolve.FromClientset(cs), Traceflows: traceflow.NewClient(dyn), Dynamic: dyn, Kube: cs, RESTConfig: cfg}, nil
+	return &Clients{Namespace: ns, Lookup: resolve.FromClientset(cs), Traceflows: traceflow.NewClient(dyn), Dynamic: dyn, Kube: cs, RESTConfig: cfg, ServerNow: clock.Now}, nil
 }
 
 // isTerminal reports whether w is a character device (a terminal).

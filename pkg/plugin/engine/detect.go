@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
 
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/exitcode"
 )
@@ -37,11 +39,31 @@ const (
 type Facts struct {
 	// CRDServed: the API serves crd.antrea.io/v1beta1 traceflows.
 	CRDServed bool
-	// ControllerReady: an antrea-controller pod is Running and Ready.
-	ControllerReady bool
-	// AgentReady maps node name to whether an antrea-agent pod on it is Ready.
-	AgentReady map[string]bool
+	// Controller is what is known of Antrea's controller.
+	Controller Health
+	// Agents maps node name to what is known of the Antrea agent on it.
+	Agents map[string]Health
 }
+
+// Health is what the cluster says about one Antrea component, and from
+// which evidence.
+type Health struct {
+	Ready bool
+	// Source is the evidence: "AntreaControllerInfo" or "AntreaAgentInfo"
+	// (Antrea's own health record), "pod" (a Ready pod labelled as Antrea's,
+	// used only where the record is missing), or "" (no evidence at all).
+	Source string
+	// Age is how old the record's last heartbeat was by the API server's
+	// clock (records only).
+	Age time.Duration
+	// Detail says what the evidence showed, in words.
+	Detail string
+}
+
+// fromRecord reports whether h comes from one of Antrea's health records.
+func (h Health) fromRecord() bool { return h.Source != "" && h.Source != sourcePod }
+
+const sourcePod = "pod"
 
 // Decision is the chosen engine, why, and where the trace is recorded.
 type Decision struct {
@@ -56,39 +78,89 @@ type Decision struct {
 // Decide applies the rules of DESIGN.md to facts for a trace over nodes.
 func Decide(want Mode, f Facts, nodes []string) (Decision, error) {
 	var missing []string
-	for _, n := range nodes {
-		if !f.AgentReady[n] {
+	for _, n := range dedupe(nodes) {
+		if !f.Agents[n].Ready {
 			missing = append(missing, n)
 		}
 	}
-	sort.Strings(missing)
-	agentOK := f.CRDServed && f.ControllerReady && len(missing) == 0
+	agentOK := f.CRDServed && f.Controller.Ready && len(missing) == 0
+	// A controller we know nothing of (no record, no pod) would not act on a
+	// Traceflow object; one that is alive but not healthy still might.
+	recordCR := f.CRDServed && f.Controller.Source == ""
 	switch want {
 	case Agent:
 		if !agentOK {
 			return Decision{}, exitcode.Errorf(exitcode.Setup, "--engine agent needs Antrea: %s; use --engine helper (or auto) to trace with helper pods", whyNotAgent(f, missing))
 		}
-		return Decision{Mode: Agent, Reason: "--engine agent: Antrea's controller and agents trace"}, nil
+		return Decision{Mode: Agent, Reason: "--engine agent: " + whyAgent(f, nodes)}, nil
 	case Helper:
-		return Decision{Mode: Helper, Reason: "--engine helper", RecordAsCR: f.CRDServed && !f.ControllerReady}, nil
+		return Decision{Mode: Helper, Reason: "--engine helper", RecordAsCR: recordCR}, nil
 	case Auto, "":
 		if agentOK {
-			return Decision{Mode: Agent, Reason: "Antrea's controller and an agent on every node involved are Ready"}, nil
+			return Decision{Mode: Agent, Reason: whyAgent(f, nodes)}, nil
 		}
-		return Decision{Mode: Helper, Reason: whyNotAgent(f, missing), RecordAsCR: f.CRDServed && !f.ControllerReady}, nil
+		return Decision{Mode: Helper, Reason: whyNotAgent(f, missing), RecordAsCR: recordCR}, nil
 	}
 	return Decision{}, exitcode.UsageErrorf("unknown engine %q: use auto, agent or helper", want)
+}
+
+// whyAgent says, in one line, which evidence showed Antrea healthy.
+func whyAgent(f Facts, nodes []string) string {
+	var records, pods []string
+	var oldest time.Duration
+	add := func(name string, h Health) {
+		if h.fromRecord() {
+			records = append(records, name)
+			oldest = max(oldest, h.Age)
+		} else {
+			pods = append(pods, name)
+		}
+	}
+	add("controller", f.Controller)
+	for _, n := range dedupe(nodes) {
+		add(n, f.Agents[n])
+	}
+	switch {
+	case len(pods) == 0:
+		return fmt.Sprintf("Antrea's controller and the agents on %s are healthy by AntreaControllerInfo and AntreaAgentInfo (heartbeats at most %s old by the API server's clock)", strings.Join(dedupe(nodes), ", "), oldest)
+	case len(records) == 0:
+		return "Antrea's controller and an agent on every node involved are Ready by their pods (Antrea's health records AntreaControllerInfo and AntreaAgentInfo are not readable here)"
+	}
+	return fmt.Sprintf("Antrea is healthy by AntreaControllerInfo/AntreaAgentInfo for %s (heartbeats at most %s old) and by Ready pods for %s, which have no record", strings.Join(records, ", "), oldest, strings.Join(pods, ", "))
 }
 
 func whyNotAgent(f Facts, missing []string) string {
 	switch {
 	case !f.CRDServed:
 		return "the cluster does not serve crd.antrea.io/v1beta1 Traceflow"
-	case !f.ControllerReady:
+	case !f.Controller.Ready:
+		if f.Controller.Source != "" && f.Controller.Source != sourcePod {
+			return "Antrea's controller is not healthy: " + f.Controller.Detail
+		}
 		return "no Ready Antrea controller serves Traceflow"
-	default:
-		return "no Ready Antrea agent on " + strings.Join(missing, ", ")
 	}
+	var why []string
+	for _, n := range missing {
+		if h := f.Agents[n]; h.fromRecord() {
+			why = append(why, n+" ("+h.Detail+")")
+		} else {
+			why = append(why, n)
+		}
+	}
+	return "no Ready Antrea agent on " + strings.Join(why, ", ")
+}
+
+func dedupe(nodes []string) []string {
+	set := map[string]bool{}
+	var out []string
+	for _, n := range nodes {
+		if n != "" && !set[n] {
+			set[n] = true
+			out = append(out, n)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // Discovery is the part of a discovery client Gather uses.
@@ -101,27 +173,59 @@ type Pods interface {
 	List(ctx context.Context, opts metav1.ListOptions) (*corev1.PodList, error)
 }
 
-// Gather reads the facts from the cluster. Listing Antrea's pods needs
-// cluster-wide list on pods; without it the agent path cannot be proven
-// and the facts say so (helper mode), rather than failing the trace.
-func Gather(ctx context.Context, d Discovery, pods Pods) (Facts, error) {
-	f := Facts{AgentReady: map[string]bool{}}
-	list, err := d.ServerResourcesForGroupVersion("crd.antrea.io/v1beta1")
+// Sources are where Gather reads the facts from.
+type Sources struct {
+	Discovery Discovery
+	// Infos reads Antrea's health records; nil means pods only.
+	Infos dynamic.Interface
+	Pods  Pods
+	// ServerNow is the API server's clock (ServerClock.Now); without it
+	// (false) a record's age is measured with this machine's clock, and the
+	// record's detail says so.
+	ServerNow func() (time.Time, bool)
+	// LocalNow is this machine's clock, the fallback of ServerNow.
+	LocalNow func() time.Time
+}
+
+// Gather reads the facts from the cluster for a trace over nodes. Antrea's
+// own health records come first (AntreaControllerInfo, AntreaAgentInfo:
+// conditions and heartbeats, which need no rights on pods); pods labelled
+// as Antrea's stand in only where a record is missing or unreadable.
+// Listing those pods needs cluster-wide list on pods; without it the agent
+// path cannot be proven and the facts say so (helper mode), rather than
+// failing the trace.
+func Gather(ctx context.Context, s Sources, nodes []string) (Facts, error) {
+	f := Facts{Agents: map[string]Health{}}
+	list, err := s.Discovery.ServerResourcesForGroupVersion("crd.antrea.io/v1beta1")
+	served := map[string]bool{}
 	switch {
 	case err == nil:
 		for _, r := range list.APIResources {
-			if r.Name == "traceflows" {
-				f.CRDServed = true
-			}
+			served[r.Name] = true
 		}
 	case apierrors.IsNotFound(err):
 	default:
 		return f, exitcode.Errorf(exitcode.Setup, "ask the API server which APIs it serves: %w", err)
 	}
+	f.CRDServed = served["traceflows"]
 	if !f.CRDServed {
 		return f, nil
 	}
-	pl, err := pods.List(ctx, metav1.ListOptions{LabelSelector: antreaAppLabel})
+	if s.Infos != nil && served[ControllerInfoResource.Resource] && served[AgentInfoResource.Resource] {
+		if err := f.readRecords(ctx, s); err != nil {
+			return f, err
+		}
+	}
+	needPods := f.Controller.Source == ""
+	for _, n := range nodes {
+		if n != "" && f.Agents[n].Source == "" {
+			needPods = true
+		}
+	}
+	if !needPods {
+		return f, nil
+	}
+	pl, err := s.Pods.List(ctx, metav1.ListOptions{LabelSelector: antreaAppLabel})
 	if apierrors.IsForbidden(err) {
 		return f, nil
 	}
@@ -133,14 +237,72 @@ func Gather(ctx context.Context, d Discovery, pods Pods) (Facts, error) {
 		if !podReady(p) {
 			continue
 		}
+		h := Health{Ready: true, Source: sourcePod, Detail: "pod " + p.Namespace + "/" + p.Name + " is Ready"}
 		switch p.Labels[antreaComponentLabel] {
 		case antreaControllerValue:
-			f.ControllerReady = true
+			if f.Controller.Source == "" {
+				f.Controller = h
+			}
 		case antreaAgentValue:
-			f.AgentReady[p.Spec.NodeName] = true
+			if f.Agents[p.Spec.NodeName].Source == "" {
+				f.Agents[p.Spec.NodeName] = h
+			}
 		}
 	}
 	return f, nil
+}
+
+// readRecords judges Antrea's health records. A record that cannot be
+// listed (RBAC) is as good as missing: pods decide instead.
+func (f *Facts) readRecords(ctx context.Context, s Sources) error {
+	ctrl, err := s.Infos.Resource(ControllerInfoResource).List(ctx, metav1.ListOptions{})
+	if apierrors.IsForbidden(err) || apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return exitcode.Errorf(exitcode.Setup, "list antreacontrollerinfos: %w", err)
+	}
+	agents, err := s.Infos.Resource(AgentInfoResource).List(ctx, metav1.ListOptions{})
+	if apierrors.IsForbidden(err) || apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return exitcode.Errorf(exitcode.Setup, "list antreaagentinfos: %w", err)
+	}
+	now, ok := time.Time{}, false
+	if s.ServerNow != nil {
+		now, ok = s.ServerNow()
+	}
+	if !ok {
+		now = s.LocalNow()
+	}
+	for i := range ctrl.Items {
+		r, err := decodeInfo(&ctrl.Items[i])
+		if err != nil {
+			return exitcode.Errorf(exitcode.Setup, "%w", err)
+		}
+		h := r.judge("AntreaControllerInfo", now, !ok, "ControllerHealthy")
+		// Antrea runs one controller (its record is "antrea-controller");
+		// where several records exist, a healthy one is enough.
+		if !f.Controller.Ready {
+			f.Controller = h
+		}
+	}
+	for i := range agents.Items {
+		r, err := decodeInfo(&agents.Items[i])
+		if err != nil {
+			return exitcode.Errorf(exitcode.Setup, "%w", err)
+		}
+		node := r.NodeRef.Name
+		if node == "" {
+			node = r.Name
+		}
+		// Tracing needs the agent's OVSDB and OpenFlow connections; the
+		// controller connection only carries policies, so it is not asked.
+		h := r.judge("AntreaAgentInfo", now, !ok, "AgentHealthy", "OVSDBConnectionUp", "OpenflowConnectionUp")
+		f.Agents[node] = h
+	}
+	return nil
 }
 
 func podReady(p *corev1.Pod) bool {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -18,10 +19,18 @@ import (
 )
 
 func TestDecide(t *testing.T) {
-	antrea := Facts{CRDServed: true, ControllerReady: true, AgentReady: map[string]bool{"n1": true, "n2": true}}
-	ours := Facts{CRDServed: true, AgentReady: map[string]bool{}}
-	none := Facts{AgentReady: map[string]bool{}}
-	oneAgentDown := Facts{CRDServed: true, ControllerReady: true, AgentReady: map[string]bool{"n1": true}}
+	rec := Health{Ready: true, Source: "AntreaAgentInfo", Age: 20 * time.Second}
+	pod := Health{Ready: true, Source: "pod"}
+	ctrlRec := Health{Ready: true, Source: "AntreaControllerInfo", Age: 41 * time.Second}
+	stale := Health{Source: "AntreaAgentInfo", Age: 4 * time.Minute, Detail: "AntreaAgentInfo n2 is stale: last written 4m0s ago"}
+	antrea := Facts{CRDServed: true, Controller: ctrlRec, Agents: map[string]Health{"n1": rec, "n2": rec}}
+	byPods := Facts{CRDServed: true, Controller: pod, Agents: map[string]Health{"n1": pod, "n2": pod}}
+	mixed := Facts{CRDServed: true, Controller: ctrlRec, Agents: map[string]Health{"n1": rec, "n2": pod}}
+	ours := Facts{CRDServed: true, Agents: map[string]Health{}}
+	none := Facts{Agents: map[string]Health{}}
+	oneAgentDown := Facts{CRDServed: true, Controller: pod, Agents: map[string]Health{"n1": pod}}
+	oneAgentStale := Facts{CRDServed: true, Controller: ctrlRec, Agents: map[string]Health{"n1": rec, "n2": stale}}
+	ctrlStale := Facts{CRDServed: true, Controller: Health{Source: "AntreaControllerInfo", Detail: "AntreaControllerInfo antrea-controller is stale"}, Agents: antrea.Agents}
 	for _, tc := range []struct {
 		name     string
 		want     Mode
@@ -31,10 +40,14 @@ func TestDecide(t *testing.T) {
 		code     exitcode.Code
 		reason   string
 	}{
-		{"auto with Antrea", Auto, antrea, Agent, false, 0, "Ready"},
+		{"auto with Antrea's records", Auto, antrea, Agent, false, 0, "healthy by AntreaControllerInfo and AntreaAgentInfo (heartbeats at most 41s old by the API server's clock)"},
+		{"auto with Antrea's pods", Auto, byPods, Agent, false, 0, "Ready by their pods"},
+		{"auto with a record missing", Auto, mixed, Agent, false, 0, "by Ready pods for n2, which have no record"},
 		{"auto with our CRD only", Auto, ours, Helper, true, 0, "no Ready Antrea controller"},
 		{"auto without CRD", Auto, none, Helper, false, 0, "does not serve"},
 		{"auto with an agent down", Auto, oneAgentDown, Helper, false, 0, "no Ready Antrea agent on n2"},
+		{"auto with a stale agent record", Auto, oneAgentStale, Helper, false, 0, "no Ready Antrea agent on n2 (AntreaAgentInfo n2 is stale"},
+		{"auto with a stale controller record: no CR, it may still act", Auto, ctrlStale, Helper, false, 0, "controller is not healthy: AntreaControllerInfo antrea-controller is stale"},
 		{"helper forced on Antrea: no CR, Antrea would act on it", Helper, antrea, Helper, false, 0, "--engine helper"},
 		{"helper forced with our CRD", Helper, ours, Helper, true, 0, ""},
 		{"agent forced without Antrea", Agent, none, "", false, exitcode.Setup, ""},
@@ -42,7 +55,7 @@ func TestDecide(t *testing.T) {
 		{"unknown", "magic", antrea, "", false, exitcode.Usage, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			d, err := Decide(tc.want, tc.facts, []string{"n1", "n2"})
+			d, err := Decide(tc.want, tc.facts, []string{"n1", "n2", "n1"})
 			if tc.code != 0 {
 				if exitcode.Of(err) != tc.code {
 					t.Fatalf("want exit %d, got %v", tc.code, err)
@@ -88,34 +101,35 @@ func antreaPod(name, component, node string, ready bool) *corev1.Pod {
 }
 
 func TestGather(t *testing.T) {
+	nodes := []string{"n1", "n2"}
 	cs := fake.NewClientset(
 		antreaPod("antrea-controller-1", "antrea-controller", "n1", true),
 		antreaPod("antrea-agent-a", "antrea-agent", "n1", true),
 		antreaPod("antrea-agent-b", "antrea-agent", "n2", false),
 	)
-	f, err := Gather(context.Background(), fakeDiscovery{resources: []string{"traceflows"}}, cs.CoreV1().Pods(""))
+	f, err := Gather(context.Background(), Sources{Discovery: fakeDiscovery{resources: []string{"traceflows"}}, Pods: cs.CoreV1().Pods("")}, nodes)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !f.CRDServed || !f.ControllerReady || !f.AgentReady["n1"] || f.AgentReady["n2"] {
+	if !f.CRDServed || !f.Controller.Ready || !f.Agents["n1"].Ready || f.Agents["n2"].Ready || f.Agents["n1"].Source != "pod" {
 		t.Fatalf("facts %+v", f)
 	}
 
 	notFound := apierrors.NewNotFound(schema.GroupResource{Group: "crd.antrea.io"}, "v1beta1")
-	f, err = Gather(context.Background(), fakeDiscovery{err: notFound}, cs.CoreV1().Pods(""))
-	if err != nil || f.CRDServed || f.ControllerReady {
+	f, err = Gather(context.Background(), Sources{Discovery: fakeDiscovery{err: notFound}, Pods: cs.CoreV1().Pods("")}, nodes)
+	if err != nil || f.CRDServed || f.Controller.Ready {
 		t.Fatalf("without the CRD: %+v %v", f, err)
 	}
 
-	if _, err = Gather(context.Background(), fakeDiscovery{err: errors.New("connection refused")}, cs.CoreV1().Pods("")); exitcode.Of(err) != exitcode.Setup {
+	if _, err = Gather(context.Background(), Sources{Discovery: fakeDiscovery{err: errors.New("connection refused")}, Pods: cs.CoreV1().Pods("")}, nodes); exitcode.Of(err) != exitcode.Setup {
 		t.Fatalf("API unreachable must be a setup failure, got %v", err)
 	}
 
 	cs.PrependReactor("list", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "", errors.New("rbac"))
 	})
-	f, err = Gather(context.Background(), fakeDiscovery{resources: []string{"traceflows"}}, cs.CoreV1().Pods(""))
-	if err != nil || f.ControllerReady {
+	f, err = Gather(context.Background(), Sources{Discovery: fakeDiscovery{resources: []string{"traceflows"}}, Pods: cs.CoreV1().Pods("")}, nodes)
+	if err != nil || f.Controller.Ready {
 		t.Fatalf("forbidden pod list must mean 'cannot prove Antrea', got %+v %v", f, err)
 	}
 }
