@@ -2,6 +2,12 @@
 // object, watches it (no polling) while Antrea's controller and agents fill
 // its status, turns each new observation into a view update, and deletes
 // the object at the end unless asked to keep it.
+//
+// What real Antrea (v2.3.2) writes, and this package reads: results carry
+// no role, and their order varies (the receiver's often comes first); the
+// dataplane tag is removed from the status when the trace succeeds; the
+// receiver's first observation is {Forwarding, Received} without
+// componentInfo; Delivered names no pod.
 package agentmode
 
 import (
@@ -12,6 +18,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/report"
@@ -25,6 +32,9 @@ type Runner struct {
 	Records traceflow.Client
 	Now     func() time.Time
 	Emit    func(outcome.Update)
+	// SourceNode is the node of the source pod, where the sender's result
+	// comes from when its observations do not say so themselves.
+	SourceNode string
 	// Slack is how long past the trace's own timeout to wait for Antrea's
 	// controller to write the final phase (default 10 s).
 	Slack time.Duration
@@ -37,6 +47,10 @@ type Outcome struct {
 	// Decided is the hop that decided the verdict (nil for Incomplete and
 	// Failed).
 	Decided *outcome.Hop
+	// Resumed counts the watches that ended early (expired, or "Too large
+	// resource version" where etcd sends no progress notifications) and
+	// were resumed.
+	Resumed int
 }
 
 // Run creates tf and follows it to its end.
@@ -52,12 +66,6 @@ func (r *Runner) Run(ctx context.Context, tf *traceflow.Traceflow, started outco
 	ctx, cancel := context.WithTimeout(ctx, timeout+slack)
 	defer cancel()
 
-	// Watch first, so that no status written right after creation is missed.
-	w, err := r.Records.Watch(ctx, tf.Name)
-	if err != nil {
-		return out, apiFailure(err, "watch")
-	}
-	defer w.Stop()
 	created, err := r.Records.Create(ctx, tf)
 	if err != nil {
 		return out, apiFailure(err, "create")
@@ -75,93 +83,259 @@ func (r *Runner) Run(ctx context.Context, tf *traceflow.Traceflow, started outco
 	started.Time = r.Now()
 	r.Emit(started)
 
-	f := &follower{r: r, seen: map[string]int{}, dst: started.DestinationKind}
-	out.Verdict, out.Reason, err = f.loop(ctx, w)
-	out.Decided = f.decided
+	f := &follower{r: r, name: created.Name, nodes: map[string]*nodeSeen{}, dst: started.DestinationKind}
+	end := f.follow(ctx, created)
+	out.Verdict, out.Reason, out.Decided, out.Resumed = end.verdict, end.reason, f.decided, f.resumed
 	r.Emit(outcome.Finished{At: outcome.At{Time: r.Now()}, Verdict: out.Verdict, Reason: out.Reason, Decided: out.Decided})
-	return out, err
+	return out, end.err
+}
+
+// ending is how following the record ended.
+type ending struct {
+	verdict outcome.Verdict
+	reason  string
+	err     error
 }
 
 type follower struct {
-	r       *Runner
-	seen    map[string]int // observations already emitted, per node
-	hops    []outcome.TimedHop
+	r    *Runner
+	name string
+	// nodes are the nodes whose results were seen, in order of appearance.
+	nodes   map[string]*nodeSeen
+	order   []string
 	running bool
+	tag     int8
 	dst     outcome.DestinationKind
 	// decided is the hop that decided the verdict, once Antrea finished.
 	decided *outcome.Hop
+	resumed int
 }
 
-func (f *follower) loop(ctx context.Context, w watch.Interface) (outcome.Verdict, string, error) {
+// nodeSeen is what was shown of one node's result.
+type nodeSeen struct {
+	role report.Role
+	hops []outcome.TimedHop
+}
+
+// follow watches the record from obj, the object as created, to its end.
+//
+// The watch starts at obj's resourceVersion, the revision of the
+// Traceflow's own creation: the API server's watch cache reaches it with
+// the creation event itself, so the watch needs no progress notification
+// from etcd (a watch without a resourceVersion waits for one, and where
+// etcd sends none the API server ends it after 3 s with "Too large
+// resource version"). Every status write after the creation comes as an
+// event. Where a watch ends anyway (410 Gone, too large a resourceVersion,
+// a closed connection), the record is listed again from the watch cache
+// (resourceVersion 0, which needs no progress notification either) and
+// watched from the list's resourceVersion: whatever was written before
+// that version is in the list, whatever after it comes as an event, so no
+// update is lost.
+func (f *follower) follow(ctx context.Context, obj *traceflow.Traceflow) ending {
+	if end, done := f.apply(obj); done {
+		return end
+	}
+	rv := obj.ResourceVersion
+	for {
+		w, err := f.r.Records.Watch(ctx, f.name, rv)
+		if err != nil {
+			if ctx.Err() != nil {
+				return f.expired(ctx)
+			}
+			if !resumable(err) {
+				return ending{outcome.Failed, "watch failed", apiFailure(err, "watch")}
+			}
+		} else {
+			var end ending
+			var done bool
+			end, done, err = f.consume(ctx, w)
+			w.Stop()
+			if done {
+				return end
+			}
+		}
+		// The watch ended early: resume from a fresh list.
+		f.resumed++
+		tf, listRV, lerr := f.r.Records.Relist(ctx, f.name)
+		if lerr != nil {
+			if ctx.Err() != nil {
+				return f.expired(ctx)
+			}
+			return ending{outcome.Failed, "relist failed", exitcode.Errorf(exitcode.Setup, "the watch on Traceflow %s ended (%v) and listing it again failed: %w", f.name, err, lerr)}
+		}
+		if tf != nil {
+			if end, done := f.apply(tf); done {
+				return end
+			}
+		}
+		rv = listRV
+	}
+}
+
+// consume reads w until the trace ends (done) or the watch does: then it
+// says why the watch ended.
+func (f *follower) consume(ctx context.Context, w watch.Interface) (end ending, done bool, why error) {
 	for {
 		select {
 		case <-ctx.Done():
-			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				if !f.running {
-					// Antrea leaves a trace without a phase while all its
-					// dataplane tags are taken, retrying in the background.
-					msg := "Antrea never started the trace: all its dataplane tags may be held by running traces, or antrea-controller is not processing Traceflows"
-					return outcome.Failed, msg, exitcode.Errorf(exitcode.Setup, "%s; retry later, check the antrea-controller logs, or use --engine helper", msg)
-				}
-				return outcome.Incomplete, "Antrea did not finish the trace within its timeout", nil
-			}
-			return outcome.Incomplete, "interrupted", exitcode.Errorf(exitcode.Timeout, "trace interrupted before Antrea finished it")
+			return f.expired(ctx), true, nil
 		case e, ok := <-w.ResultChan():
 			if !ok {
-				return outcome.Failed, "watch closed", exitcode.Errorf(exitcode.Setup, "the API server closed the watch on the Traceflow: run the trace again")
+				return ending{}, false, errors.New("the API server closed the watch")
 			}
-			if e.Type == watch.Error {
-				return outcome.Failed, "watch error", exitcode.Errorf(exitcode.Setup, "watching the Traceflow: %v", apierrors.FromObject(e.Object))
+			switch e.Type {
+			case watch.Error:
+				err := apierrors.FromObject(e.Object)
+				if !resumable(err) {
+					return ending{outcome.Failed, "watch error", exitcode.Errorf(exitcode.Setup, "watching the Traceflow: %v", err)}, true, nil
+				}
+				return ending{}, false, err
+			case watch.Bookmark:
+				continue
 			}
 			tf, err := traceflow.FromObject(e.Object)
 			if err != nil {
 				continue
 			}
 			if e.Type == watch.Deleted {
-				return outcome.Failed, "deleted", exitcode.Errorf(exitcode.Setup, "Traceflow %s was deleted before it finished", tf.Name)
+				return ending{outcome.Failed, "deleted", exitcode.Errorf(exitcode.Setup, "Traceflow %s was deleted before it finished", tf.Name)}, true, nil
 			}
-			f.emitNew(tf)
-			switch tf.Status.Phase {
-			case traceflow.PhaseRunning:
-				f.running = true
-			case traceflow.PhaseSucceeded:
-				v, at := outcome.Decide(f.hops)
-				if at == nil {
-					return v, "Antrea finished the trace, but no observation says where the packet's path ended", nil
-				}
-				f.decided = at
-				return v, outcome.Describe(v, *at, f.dst), nil
-			case traceflow.PhaseFailed:
-				return failure(tf.Status.Reason)
+			if end, done := f.apply(tf); done {
+				return end, true, nil
 			}
 		}
 	}
 }
 
-// emitNew turns observations not yet shown into view updates.
+// resumable reports whether a watch that failed with err can go on from a
+// fresh list: its resourceVersion expired (410 Gone), or was too large for
+// the watch cache, which waited for etcd to say it had caught up and gave
+// up (504, "Too large resource version": etcd without progress
+// notifications), or the API server timed the watch out.
+func resumable(err error) bool {
+	return apierrors.IsResourceExpired(err) || apierrors.IsGone(err) ||
+		apierrors.HasStatusCause(err, metav1.CauseTypeResourceVersionTooLarge) || apierrors.IsTimeout(err) ||
+		apierrors.IsServerTimeout(err) || apierrors.IsTooManyRequests(err)
+}
+
+// expired is the ending when the context ran out.
+func (f *follower) expired(ctx context.Context) ending {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		if !f.running {
+			// Antrea leaves a trace without a phase while all its
+			// dataplane tags are taken, retrying in the background.
+			msg := "Antrea never started the trace: all its dataplane tags may be held by running traces, or antrea-controller is not processing Traceflows"
+			return ending{outcome.Failed, msg, exitcode.Errorf(exitcode.Setup, "%s; retry later, check the antrea-controller logs, or use --engine helper", msg)}
+		}
+		return ending{outcome.Incomplete, "Antrea did not finish the trace within its timeout", nil}
+	}
+	return ending{outcome.Incomplete, "interrupted", exitcode.Errorf(exitcode.Timeout, "trace interrupted before Antrea finished it")}
+}
+
+// apply shows what tf adds and says whether the trace ended.
+func (f *follower) apply(tf *traceflow.Traceflow) (ending, bool) {
+	if tf.Status.DataplaneTag > 0 && f.tag == 0 {
+		// Antrea removes the tag when the trace succeeds: keep the first.
+		f.tag = tf.Status.DataplaneTag
+		f.r.Emit(outcome.Tagged{At: outcome.At{Time: f.r.Now()}, Tag: uint8(tf.Status.DataplaneTag)})
+	}
+	f.emitNew(tf)
+	switch tf.Status.Phase {
+	case traceflow.PhaseRunning:
+		f.running = true
+	case traceflow.PhaseSucceeded:
+		hops := f.path()
+		v, at := outcome.Decide(hops)
+		if at == nil {
+			return ending{v, "Antrea finished the trace, but no observation says where the packet's path ended", nil}, true
+		}
+		f.decided = at
+		return ending{v, outcome.Describe(v, *at, f.dst), nil}, true
+	case traceflow.PhaseFailed:
+		v, reason, err := failure(tf.Status.Reason)
+		return ending{v, reason, err}, true
+	}
+	return ending{}, false
+}
+
+// path is every hop in path order: the sender's first, then the others in
+// order of appearance.
+func (f *follower) path() []outcome.TimedHop {
+	var hops []outcome.TimedHop
+	for _, sender := range []bool{true, false} {
+		for _, n := range f.order {
+			if s := f.nodes[n]; (s.role == report.RoleSender) == sender {
+				hops = append(hops, s.hops...)
+			}
+		}
+	}
+	return hops
+}
+
+// roleOf tells the sender from a receiver by what its agent saw, never by
+// the order of results or a role field (Antrea sets none): a receiver's
+// first observation is the packet arriving (Received, from the tunnel or
+// the gateway); a sender's is the packet leaving its pod (SpoofGuard, the
+// first table a pod's packet passes). Anything else is the sender where it
+// comes from the source pod's node.
+func (f *follower) roleOf(res report.NodeResult) report.Role {
+	first := res.Observations[0]
+	switch {
+	case first.Action.Normalize() == report.ActionReceived:
+		return report.RoleReceiver
+	case first.Component == report.ComponentSpoofGuard:
+		return report.RoleSender
+	case res.Role != "":
+		return res.Role
+	case res.Node == f.r.SourceNode:
+		return report.RoleSender
+	}
+	return report.RoleReceiver
+}
+
+// emitNew turns observations not yet shown into view updates, the
+// sender's before the receivers' within one status.
 func (f *follower) emitNew(tf *traceflow.Traceflow) {
 	now := f.r.Now()
-	for _, res := range tf.Status.Results {
-		if f.seen[res.Node] == 0 && len(res.Observations) > 0 {
-			f.r.Emit(outcome.HelperReady{At: outcome.At{Time: now}, Node: res.Node, Role: res.Role, Version: "antrea-agent"})
-			if res.Role == report.RoleSender {
+	results := make([]report.NodeResult, 0, len(tf.Status.Results))
+	for _, sender := range []bool{true, false} {
+		for _, res := range tf.Status.Results {
+			if len(res.Observations) == 0 {
+				continue
+			}
+			role := f.roleOf(res)
+			if s := f.nodes[res.Node]; s != nil {
+				role = s.role // decided once, at the node's first observation
+			}
+			if (role == report.RoleSender) == sender {
+				res.Role = role
+				results = append(results, res)
+			}
+		}
+	}
+	for _, res := range results {
+		s := f.nodes[res.Node]
+		if s == nil {
+			s = &nodeSeen{role: res.Role}
+			f.nodes[res.Node] = s
+			f.order = append(f.order, res.Node)
+			f.r.Emit(outcome.HelperReady{At: outcome.At{Time: now}, Node: res.Node, Role: s.role, Version: "antrea-agent"})
+			if s.role == report.RoleSender {
 				f.r.Emit(outcome.Injected{At: outcome.At{Time: now}, Node: res.Node})
 			}
 		}
-		seen := f.seen[res.Node]
-		if len(res.Observations) <= seen {
+		if len(res.Observations) <= len(s.hops) {
 			// Nothing new. A list shorter than what was shown (a status
-			// rewritten by another writer, an older object from a relisting
-			// watch) neither panics nor shows its hops a second time.
+			// rewritten by another writer, an older object from a relist)
+			// neither panics nor shows its hops a second time.
 			continue
 		}
-		for _, o := range res.Observations[seen:] {
+		for _, o := range res.Observations[len(s.hops):] {
 			o.Action = o.Action.Normalize()
-			h := outcome.Hop{Node: res.Node, Role: res.Role, Observation: o, TableName: o.ComponentInfo}
-			f.hops = append(f.hops, outcome.TimedHop{Hop: h, At: now})
+			h := outcome.Hop{Node: res.Node, Role: s.role, Observation: o, TableName: o.ComponentInfo}
+			s.hops = append(s.hops, outcome.TimedHop{Hop: h, At: now})
 			f.r.Emit(outcome.Observed{At: outcome.At{Time: now}, Hop: h})
 		}
-		f.seen[res.Node] = len(res.Observations)
 	}
 }
 

@@ -2,135 +2,206 @@ package agentmode
 
 import (
 	"context"
+	"encoding/json"
+	"os"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/report"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/exitcode"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/outcome"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/traceflow"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/view"
 )
 
-// fakeAntrea is a traceflow.Client whose watch replays what Antrea's
-// controller would write after the object is created.
-type fakeAntrea struct {
-	mu       sync.Mutex
-	w        *watch.FakeWatcher
-	statuses []traceflow.Status
-	created  bool
-	deleted  bool
-}
-
-func (f *fakeAntrea) Create(_ context.Context, tf *traceflow.Traceflow) (*traceflow.Traceflow, error) {
-	f.mu.Lock()
-	f.created = true
-	f.mu.Unlock()
-	go func() {
-		for _, s := range f.statuses {
-			c := *tf
-			c.Status = s
-			u, err := traceflow.ToUnstructured(&c)
-			if err != nil {
-				panic(err)
-			}
-			f.w.Modify(u)
-		}
-	}()
-	return tf, nil
-}
-func (f *fakeAntrea) Get(context.Context, string) (*traceflow.Traceflow, error) { return nil, nil }
-func (f *fakeAntrea) UpdateStatus(context.Context, *traceflow.Traceflow) (*traceflow.Traceflow, error) {
-	return nil, nil
-}
-func (f *fakeAntrea) Delete(context.Context, string) error {
-	f.mu.Lock()
-	f.deleted = true
-	f.mu.Unlock()
-	return nil
-}
-func (f *fakeAntrea) List(context.Context, string) ([]traceflow.Traceflow, error) { return nil, nil }
-func (f *fakeAntrea) Watch(context.Context, string) (watch.Interface, error)      { return f.w, nil }
-
-func run(t *testing.T, statuses []traceflow.Status, timeout int32, keep bool) (Outcome, *fakeAntrea, []outcome.Update, error) {
+func run(t *testing.T, f *fakeServer, timeout int32, keep bool) (Outcome, *outcome.Model, error) {
 	t.Helper()
-	f := &fakeAntrea{w: watch.NewFakeWithChanSize(10, false), statuses: statuses}
 	var mu sync.Mutex
-	var updates []outcome.Update
-	r := &Runner{Records: f, Now: time.Now, Slack: 50 * time.Millisecond, Emit: func(u outcome.Update) {
+	m := &outcome.Model{}
+	r := &Runner{Records: f, Now: time.Now, Slack: 50 * time.Millisecond, SourceNode: "tf-node-1", Emit: func(u outcome.Update) {
 		mu.Lock()
-		updates = append(updates, u)
+		m.Apply(u)
 		mu.Unlock()
 	}}
 	tf := &traceflow.Traceflow{ObjectMeta: metav1.ObjectMeta{Name: "tf"}, Spec: traceflow.Spec{Timeout: timeout}}
-	out, err := r.Run(context.Background(), tf, outcome.TraceStarted{Name: "tf", Engine: "agent"}, keep)
-	return out, f, updates, err
+	out, err := r.Run(context.Background(), tf, outcome.TraceStarted{Name: "tf", Engine: "agent", Source: "default/a", Destination: "default/b", DestinationKind: outcome.DestinationPod}, keep)
+	return out, m, err
 }
 
-var (
-	senderFwd = report.NodeResult{Node: "n1", Role: report.RoleSender, Observations: []report.Observation{
-		{Component: report.ComponentSpoofGuard, Action: report.ActionForwarded},
-		{Component: report.ComponentForwarding, Action: report.ActionForwarded, TunnelDstIP: "192.168.77.12"}}}
-	receiverDelivered = report.NodeResult{Node: "n2", Role: report.RoleReceiver, Observations: []report.Observation{
-		{Component: report.ComponentForwarding, Action: report.ActionReceived},
-		{Component: report.ComponentForwarding, Action: report.ActionDelivered, Pod: "default/pod-b"}}}
-	senderLeft = report.NodeResult{Node: "n1", Role: report.RoleSender, Observations: []report.Observation{
-		{Component: report.ComponentForwarding, Action: report.ActionForwardedOutOfOverlay}}}
-)
+// statuses loads a sequence of Traceflow statuses from testdata.
+func statuses(t *testing.T, file string) []traceflow.Status {
+	t.Helper()
+	b, err := os.ReadFile("testdata/" + file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s []traceflow.Status
+	if err := json.Unmarshal(b, &s); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
 
-func TestAgentSucceededInterNode(t *testing.T) {
-	out, f, updates, err := run(t, []traceflow.Status{
-		{Phase: traceflow.PhaseRunning, DataplaneTag: 7},
-		{Phase: traceflow.PhaseRunning, DataplaneTag: 7, Results: []report.NodeResult{senderFwd}},
-		{Phase: traceflow.PhaseSucceeded, DataplaneTag: 7, Results: []report.NodeResult{senderFwd, receiverDelivered}},
-	}, 20, false)
+func writes(s []traceflow.Status) []step {
+	out := make([]step, len(s))
+	for i := range s {
+		out[i] = step{status: &s[i]}
+	}
+	return out
+}
+
+// pathOf is the path as the summary prints it: the nodes, sender first.
+func pathOf(m *outcome.Model) string {
+	var names []string
+	for _, n := range m.Nodes {
+		names = append(names, n.Name+"("+string(n.Role)+")")
+	}
+	return strings.Join(names, " -> ")
+}
+
+// Real Antrea's inter-node trace: no roles, the receiver's result first,
+// the tag gone at Succeeded, the receiver's first observation without
+// componentInfo and Delivered without a pod.
+func TestAntreaInterNodeShapes(t *testing.T) {
+	f := newFakeServer(writes(statuses(t, "antrea-inter-node.json"))...)
+	out, m, err := run(t, f, 20, false)
 	if err != nil || out.Verdict != outcome.Delivered {
-		t.Fatalf("%s %v", out.Verdict, err)
+		t.Fatalf("verdict %s, err %v", out.Verdict, err)
 	}
-	m := &outcome.Model{}
-	for _, u := range updates {
-		m.Apply(u)
+	if got, want := pathOf(m), "tf-node-1(Sender) -> tf-node-2(Receiver)"; got != want {
+		t.Errorf("path %s, want %s", got, want)
 	}
-	if hops := m.AllHops(); len(hops) != 4 {
-		t.Fatalf("each observation must be shown once: got %d hops", len(hops))
+	if hops := m.AllHops(); len(hops) != 6 || hops[0].Observation.Component != report.ComponentSpoofGuard || hops[len(hops)-1].Observation.Action != report.ActionDelivered {
+		t.Errorf("hops not in path order, each once: %+v", hops)
+	}
+	if m.Trace.Tag != 3 {
+		t.Errorf("the dataplane tag Antrea removed at Succeeded must be kept: %d", m.Trace.Tag)
+	}
+	if out.Decided == nil || out.Decided.Node != "tf-node-2" || out.Reason != "delivered on tf-node-2" {
+		t.Errorf("decided at %+v, reason %q", out.Decided, out.Reason)
+	}
+	summary := view.Summary(m, outcome.ExpectDelivered)
+	if !strings.Contains(summary, "via tf-node-1 -> tf-node-2") {
+		t.Errorf("summary prints the path backwards: %s", summary)
 	}
 	if !f.deleted {
 		t.Error("Traceflow not deleted without --keep")
 	}
+	if len(f.watchRVs) != 1 || f.watchRVs[0] != "1" {
+		t.Errorf("watched from %v; want once, from the creation's resourceVersion 1", f.watchRVs)
+	}
+}
+
+// The sender is told by its observations, wherever the source pod's node
+// is said to be: a trace whose source node is unknown still prints the
+// sender first.
+func TestSenderFromObservations(t *testing.T) {
+	f := newFakeServer(writes(statuses(t, "antrea-inter-node.json"))...)
+	m := &outcome.Model{}
+	var mu sync.Mutex
+	r := &Runner{Records: f, Now: time.Now, Slack: 50 * time.Millisecond, Emit: func(u outcome.Update) { mu.Lock(); m.Apply(u); mu.Unlock() }}
+	_, err := r.Run(context.Background(), &traceflow.Traceflow{ObjectMeta: metav1.ObjectMeta{Name: "tf"}, Spec: traceflow.Spec{Timeout: 20}}, outcome.TraceStarted{}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := pathOf(m), "tf-node-1(Sender) -> tf-node-2(Receiver)"; got != want {
+		t.Errorf("path %s, want %s", got, want)
+	}
+}
+
+func TestAntreaPolicyDrop(t *testing.T) {
+	out, m, err := run(t, newFakeServer(writes(statuses(t, "antrea-acnp-drop.json"))...), 20, false)
+	if err != nil || out.Verdict != outcome.Dropped {
+		t.Fatalf("verdict %s, err %v", out.Verdict, err)
+	}
+	if !strings.Contains(out.Reason, "AntreaClusterNetworkPolicy:deny-b") || !strings.Contains(out.Reason, "rule drop-80") {
+		t.Errorf("the drop must name the policy and rule: %q", out.Reason)
+	}
+	if pathOf(m) != "tf-node-1(Sender)" {
+		t.Errorf("path %s", pathOf(m))
+	}
+}
+
+// Watches that end early are resumed from a fresh list, and no status
+// written meanwhile is lost: each observation is shown once, in order.
+func TestWatchResumed(t *testing.T) {
+	s := statuses(t, "antrea-inter-node.json")
+	for _, tc := range []struct {
+		name   string
+		script []step
+		relist int
+	}{
+		{"410 Gone mid-trace", []step{{status: &s[0]}, {endWatch: errGone}, {status: &s[1]}, {status: &s[2]}, {status: &s[3]}}, 1},
+		{"too large resource version (etcd without progress notifications)", []step{{status: &s[0]}, {endWatch: errTooLarge}, {status: &s[1]}, {endWatch: errTooLarge}, {status: &s[2]}, {status: &s[3]}}, 2},
+		{"the watch refused twice, then served", []step{{refuse: errTooLarge, refuseN: 2}, {closeOnly: true}, {status: &s[0], await: true}, {status: &s[1]}, {status: &s[2]}, {status: &s[3]}}, 3},
+		{"closed by the API server", []step{{status: &s[0]}, {status: &s[1]}, {closeOnly: true}, {status: &s[2]}, {status: &s[3]}}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeServer(tc.script...)
+			out, m, err := run(t, f, 20, false)
+			if err != nil || out.Verdict != outcome.Delivered {
+				t.Fatalf("verdict %s, err %v", out.Verdict, err)
+			}
+			if hops := m.AllHops(); len(hops) != 6 {
+				t.Errorf("%d hops, want each of the 6 observations once", len(hops))
+			}
+			if out.Resumed != tc.relist || f.relists != tc.relist {
+				t.Errorf("resumed %d, relisted %d; want %d (watched from %v)", out.Resumed, f.relists, tc.relist, f.watchRVs)
+			}
+			if got, want := pathOf(m), "tf-node-1(Sender) -> tf-node-2(Receiver)"; got != want {
+				t.Errorf("path %s, want %s", got, want)
+			}
+		})
+	}
+}
+
+func TestWatchNotResumable(t *testing.T) {
+	out, _, err := run(t, newFakeServer(step{endWatch: errForbidden}), 20, false)
+	if out.Verdict != outcome.Failed || exitcode.Of(err) != exitcode.Setup {
+		t.Fatalf("a forbidden watch must fail the trace (exit 4): %s %v", out.Verdict, err)
+	}
 }
 
 func TestAgentKeep(t *testing.T) {
-	_, f, _, err := run(t, []traceflow.Status{{Phase: traceflow.PhaseSucceeded, Results: []report.NodeResult{senderLeft}}}, 20, true)
+	s := statuses(t, "antrea-inter-node.json")
+	f := newFakeServer(writes(s)...)
+	_, _, err := run(t, f, 20, true)
 	if err != nil || f.deleted {
 		t.Fatalf("--keep: err %v deleted %v", err, f.deleted)
 	}
 }
 
 func TestAgentOldActionNameIsNetwork(t *testing.T) {
-	out, _, _, err := run(t, []traceflow.Status{{Phase: traceflow.PhaseSucceeded, Results: []report.NodeResult{senderLeft}}}, 20, false)
+	left := traceflow.Status{Phase: traceflow.PhaseSucceeded, Results: []report.NodeResult{{Node: "tf-node-1", Observations: []report.Observation{
+		{Component: report.ComponentSpoofGuard, Action: report.ActionForwarded},
+		{Component: report.ComponentForwarding, Action: report.ActionForwardedOutOfOverlay}}}}}
+	out, _, err := run(t, newFakeServer(step{status: &left}), 20, false)
 	if err != nil || out.Verdict != outcome.ForwardedOutOfNetwork {
 		t.Fatalf("ForwardedOutOfOverlay must read as ForwardedOutOfNetwork: %s %v", out.Verdict, err)
 	}
 }
 
 func TestAgentFailures(t *testing.T) {
+	running := traceflow.Status{Phase: traceflow.PhaseRunning}
 	for _, tc := range []struct {
-		name     string
-		statuses []traceflow.Status
-		verdict  outcome.Verdict
-		code     exitcode.Code
-		msg      string
+		name    string
+		script  []step
+		verdict outcome.Verdict
+		code    exitcode.Code
+		msg     string
 	}{
-		{"antrea timeout", []traceflow.Status{{Phase: traceflow.PhaseRunning}, {Phase: traceflow.PhaseFailed, Reason: "Traceflow timeout"}}, outcome.Incomplete, exitcode.Timeout, ""},
-		{"other failure", []traceflow.Status{{Phase: traceflow.PhaseFailed, Reason: "Invalid destination"}}, outcome.Failed, exitcode.Setup, "Invalid destination"},
+		{"antrea timeout", []step{{status: &running}, {status: &traceflow.Status{Phase: traceflow.PhaseFailed, Reason: "Traceflow timeout"}}}, outcome.Incomplete, exitcode.Timeout, ""},
+		{"other failure", []step{{status: &traceflow.Status{Phase: traceflow.PhaseFailed, Reason: "Invalid destination"}}}, outcome.Failed, exitcode.Setup, "Invalid destination"},
 		{"never started: tags exhausted", nil, outcome.Failed, exitcode.Setup, "dataplane tags"},
+		{"running, never finished", []step{{status: &running}}, outcome.Incomplete, exitcode.Timeout, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			out, f, _, err := run(t, tc.statuses, 1, false)
+			f := newFakeServer(tc.script...)
+			out, _, err := run(t, f, 1, false)
 			if out.Verdict != tc.verdict {
 				t.Fatalf("verdict %s, want %s", out.Verdict, tc.verdict)
 			}
@@ -149,27 +220,19 @@ func TestAgentFailures(t *testing.T) {
 }
 
 // A status whose result list shrinks (rewritten by another writer, or an
-// older object from a relisting watch) neither panics nor shows a hop twice.
+// older object from a relist) neither panics nor shows a hop twice.
 func TestAgentShrinkingResults(t *testing.T) {
-	shorter := receiverDelivered
-	shorter.Observations = shorter.Observations[:1]
-	out, _, updates, err := run(t, []traceflow.Status{
-		{Phase: traceflow.PhaseRunning, DataplaneTag: 7, Results: []report.NodeResult{senderFwd, receiverDelivered}},
-		{Phase: traceflow.PhaseRunning, DataplaneTag: 7, Results: []report.NodeResult{senderFwd, shorter}},
-		{Phase: traceflow.PhaseRunning, DataplaneTag: 7, Results: []report.NodeResult{shorter}},
-		{Phase: traceflow.PhaseSucceeded, DataplaneTag: 7, Results: []report.NodeResult{senderFwd, receiverDelivered}},
-	}, 20, false)
+	s := statuses(t, "antrea-inter-node.json")
+	full := s[3]
+	shorter := full
+	shorter.Phase = traceflow.PhaseRunning
+	shorter.Results = []report.NodeResult{full.Results[0]}
+	shorter.Results[0].Observations = shorter.Results[0].Observations[:1]
+	out, m, err := run(t, newFakeServer(step{status: &s[2]}, step{status: &shorter}, step{status: &full}), 20, false)
 	if err != nil || out.Verdict != outcome.Delivered {
 		t.Fatalf("%s %v", out.Verdict, err)
 	}
-	m := &outcome.Model{}
-	for _, u := range updates {
-		m.Apply(u)
-	}
-	if hops := m.AllHops(); len(hops) != 4 {
-		t.Errorf("got %d hops, want each of the 4 observations once", len(hops))
-	}
-	if out.Decided == nil || out.Decided.Node != "n2" || !strings.Contains(out.Reason, "delivered to default/pod-b on n2") {
-		t.Errorf("decided at %+v, reason %q; want the delivery on n2", out.Decided, out.Reason)
+	if hops := m.AllHops(); len(hops) != 6 {
+		t.Errorf("got %d hops, want each of the 6 observations once", len(hops))
 	}
 }

@@ -68,7 +68,7 @@ func (o *TraceOptions) trace(ctx context.Context, c *Clients, res *resolve.Resul
 		Packet: describePacket(tf.Spec),
 	}
 	if d.Mode == engine.Agent {
-		r := &agentmode.Runner{Records: c.Traceflows, Now: time.Now, Emit: emit}
+		r := &agentmode.Runner{Records: c.Traceflows, Now: time.Now, Emit: emit, SourceNode: res.Source.Node}
 		ao, err := r.Run(ctx, tf, started, o.keep)
 		out.verdict, out.reason, out.dst, out.decided = ao.Verdict, ao.Reason, dstKind, ao.Decided
 		return out, err

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"sync"
@@ -268,7 +269,10 @@ func (r *fakeRecords) List(context.Context, string) ([]traceflow.Traceflow, erro
 	return out, nil
 }
 
-func (r *fakeRecords) Watch(context.Context, string) (watch.Interface, error) {
+func (r *fakeRecords) Relist(context.Context, string) (*traceflow.Traceflow, string, error) {
+	return nil, "", errors.New("helper mode never relists")
+}
+func (r *fakeRecords) Watch(context.Context, string, string) (watch.Interface, error) {
 	return watch.NewEmptyWatch(), nil
 }
 

@@ -40,6 +40,14 @@ type TraceStarted struct {
 	Tag             uint8
 }
 
+// Tagged is an update: the engine learned the trace's dataplane tag after
+// it started (Antrea assigns it when the trace runs, and removes it from
+// the record when the trace succeeds; the model keeps it).
+type Tagged struct {
+	At
+	Tag uint8
+}
+
 // HelperWaiting is an update: a helper on Node is not running yet, for Reason
 // ("scheduled", "pulling image", "ContainerCreating").
 type HelperWaiting struct {
@@ -139,6 +147,8 @@ func (m *Model) Apply(u Update) {
 	case TraceStarted:
 		m.Trace = u
 		m.Started = u.Time
+	case Tagged:
+		m.Trace.Tag = u.Tag
 	case HelperWaiting:
 		n := m.node(u.Node, u.Role)
 		n.Waiting = u.Reason

@@ -23,9 +23,14 @@ type Client interface {
 	Delete(ctx context.Context, name string) error
 	// List lists the Traceflows matching a label selector ("" for all).
 	List(ctx context.Context, selector string) ([]Traceflow, error)
-	// Watch watches the one Traceflow called name; decode events with
-	// FromObject.
-	Watch(ctx context.Context, name string) (watch.Interface, error)
+	// Watch watches the one Traceflow called name from resourceVersion
+	// ("" for the API server's choice); decode events with FromObject.
+	Watch(ctx context.Context, name, resourceVersion string) (watch.Interface, error)
+	// Relist lists the one Traceflow called name from the API server's
+	// watch cache (resourceVersion 0), to resume a watch that ended: it
+	// returns the object (nil where the list has none) and the list's
+	// resourceVersion, which the cache knows, to watch from.
+	Relist(ctx context.Context, name string) (*Traceflow, string, error)
 }
 
 // NewClient returns a Client over the dynamic client: no generated
@@ -90,10 +95,28 @@ func (c *dynamicClient) List(ctx context.Context, selector string) ([]Traceflow,
 	return out, nil
 }
 
-func (c *dynamicClient) Watch(ctx context.Context, name string) (watch.Interface, error) {
+func (c *dynamicClient) Watch(ctx context.Context, name, resourceVersion string) (watch.Interface, error) {
 	return c.res.Watch(ctx, metav1.ListOptions{
-		FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String(),
+		FieldSelector:   fields.OneTermEqualSelector("metadata.name", name).String(),
+		ResourceVersion: resourceVersion,
 	})
+}
+
+func (c *dynamicClient) Relist(ctx context.Context, name string) (*Traceflow, string, error) {
+	l, err := c.res.List(ctx, metav1.ListOptions{
+		FieldSelector:   fields.OneTermEqualSelector("metadata.name", name).String(),
+		ResourceVersion: "0",
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	for i := range l.Items {
+		if l.Items[i].GetName() == name {
+			tf, err := FromUnstructured(&l.Items[i])
+			return tf, l.GetResourceVersion(), err
+		}
+	}
+	return nil, l.GetResourceVersion(), nil
 }
 
 // ToUnstructured converts tf for the dynamic client, filling in its

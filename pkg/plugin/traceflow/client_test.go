@@ -57,7 +57,7 @@ func TestClientRoundTrip(t *testing.T) {
 		t.Errorf("Get after UpdateStatus (-want +got):\n%s", diff)
 	}
 
-	w, err := c.Watch(ctx, tf.Name)
+	w, err := c.Watch(ctx, tf.Name, "")
 	if err != nil {
 		t.Fatalf("Watch: %v", err)
 	}
