@@ -97,6 +97,9 @@ func ClusterRules() []rbacv1.PolicyRule {
 		{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"list"}},
 		// Name the policy behind a drop.
 		{APIGroups: []string{"networking.k8s.io"}, Resources: []string{"networkpolicies"}, Verbs: []string{"list"}},
+		// Is Antrea healthy? Its own health records, with heartbeats (pods
+		// stand in only where these are missing).
+		{APIGroups: []string{traceflow.Group}, Resources: []string{"antreacontrollerinfos", "antreaagentinfos"}, Verbs: []string{"get", "list"}},
 		// The trace record (agent mode, or our CRD in helper mode).
 		{APIGroups: []string{traceflow.Group}, Resources: []string{"traceflows"}, Verbs: []string{"get", "list", "watch", "create", "delete"}},
 		{APIGroups: []string{traceflow.Group}, Resources: []string{"traceflows/status"}, Verbs: []string{"get", "update"}},
