@@ -164,7 +164,8 @@ func runningPod(t *testing.T, kc, name, node, ip string, labels map[string]strin
 // test cannot pass on an etcd that does send them). Antrea is played by
 // the test: real Antrea in the lab runs against the lab's etcd, which sends
 // progress notifications, so it cannot show this; the statuses it writes
-// are the shapes real Antrea writes (pkg/plugin/agentmode/testdata).
+// are the shapes real Antrea writes (pkg/plugin/agentmode/testdata), and
+// its health records are fresh ones that this API server stamps.
 func TestAgentModeWithoutEtcdProgressNotify(t *testing.T) {
 	kc := bareAPIServer(t)
 
@@ -194,11 +195,9 @@ func TestAgentModeWithoutEtcdProgressNotify(t *testing.T) {
 	}
 	runningPod(t, kc, "a", "tf-node-1", "10.244.1.3", map[string]string{"app": "e2e"})
 	runningPod(t, kc, "b", "tf-node-2", "10.244.2.3", map[string]string{"app": "e2e"})
-	// Antrea's health records are not served here (no Antrea CRDs), so the
-	// plugin's detection falls back to Antrea's pods: these stand in.
-	runningPod(t, kc, "antrea-controller", "tf-node-1", "10.89.0.11", map[string]string{"app": "antrea", "component": "antrea-controller"})
-	runningPod(t, kc, "antrea-agent-1", "tf-node-1", "10.89.0.11", map[string]string{"app": "antrea", "component": "antrea-agent"})
-	runningPod(t, kc, "antrea-agent-2", "tf-node-2", "10.89.0.12", map[string]string{"app": "antrea", "component": "antrea-agent"})
+	// Antrea's health records, written now: the API server stamps their
+	// managedFields with its clock, which detection reads (no pods stand in).
+	healthRecords(t, kc)
 
 	cfg, err := clientcmd.BuildConfigFromFlags("", kc)
 	if err != nil {
@@ -223,13 +222,75 @@ func TestAgentModeWithoutEtcdProgressNotify(t *testing.T) {
 	defer tcancel()
 	out, err = kubectlAt(tctx, kc, "traceflow", "a", "b", "--tcp", "80", "--timeout", "20s")
 	took := time.Since(start)
-	if err != nil || !strings.Contains(out, "engine=agent") || !strings.Contains(out, "Delivered via tf-node-1 -> tf-node-2") {
+	if err != nil || !strings.Contains(out, "engine=agent") || !strings.Contains(out, "healthy by AntreaControllerInfo and AntreaAgentInfo (heartbeats at most") || !strings.Contains(out, "Delivered via tf-node-1 -> tf-node-2") {
 		t.Fatalf("trace on an etcd without progress notifications: %v after %s\n%s", err, took, out)
 	}
 	if err := <-played; err != nil {
 		t.Fatalf("playing Antrea: %v", err)
 	}
 	t.Logf("agent-mode trace ended with a verdict in %s on an etcd without progress notifications", took.Round(time.Millisecond))
+}
+
+// healthRecords serves AntreaControllerInfo and AntreaAgentInfo (minimal
+// CRDs of our own with Antrea's group, names and scope) and writes a healthy
+// record for the controller and for each node, as Antrea's monitors do.
+func healthRecords(t *testing.T, kc string) {
+	t.Helper()
+	crd := func(plural, kind string) string {
+		return fmt.Sprintf(`apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: %[1]s.crd.antrea.io}
+spec:
+  group: crd.antrea.io
+  scope: Cluster
+  names: {plural: %[1]s, kind: %[2]s, listKind: %[2]sList, singular: %[3]s}
+  versions:
+  - name: v1beta1
+    served: true
+    storage: true
+    schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
+---
+`, plural, kind, strings.ToLower(kind))
+	}
+	now := time.Now().UTC().Format(time.RFC3339)
+	cond := func(types ...string) string {
+		var cs []string
+		for _, c := range types {
+			cs = append(cs, fmt.Sprintf(`{type: %s, status: "True", lastHeartbeatTime: %q}`, c, now))
+		}
+		return "[" + strings.Join(cs, ", ") + "]"
+	}
+	applyAt := func(manifest string) {
+		f := filepath.Join(t.TempDir(), "m.yaml")
+		if err := os.WriteFile(f, []byte(manifest), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := kubectlAt(context.Background(), kc, "apply", "-f", f); err != nil {
+			t.Fatalf("apply: %v\n%s", err, out)
+		}
+	}
+	applyAt(crd("antreacontrollerinfos", "AntreaControllerInfo") + crd("antreaagentinfos", "AntreaAgentInfo"))
+	eventually(t, 30*time.Second, "Antrea's health records are served", func() error {
+		_, err := kubectlAt(context.Background(), kc, "get", "antreaagentinfos,antreacontrollerinfos")
+		return err
+	})
+	records := fmt.Sprintf(`apiVersion: crd.antrea.io/v1beta1
+kind: AntreaControllerInfo
+metadata: {name: antrea-controller}
+version: v2.3.2
+controllerConditions: %s
+`, cond("ControllerHealthy"))
+	for _, n := range []string{"tf-node-1", "tf-node-2"} {
+		records += fmt.Sprintf(`---
+apiVersion: crd.antrea.io/v1beta1
+kind: AntreaAgentInfo
+metadata: {name: %[1]s}
+version: v2.3.2
+nodeRef: {kind: Node, name: %[1]s}
+agentConditions: %[2]s
+`, n, cond("AgentHealthy", "ControllerConnectionUp", "OVSDBConnectionUp", "OpenflowConnectionUp"))
+	}
+	applyAt(records)
 }
 
 // playStatuses waits for the plugin's Traceflow and writes steps into its
