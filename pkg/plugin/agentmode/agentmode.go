@@ -154,8 +154,15 @@ func (f *follower) follow(ctx context.Context, obj *traceflow.Traceflow) ending 
 				return end
 			}
 		}
-		// The watch ended early: resume from a fresh list.
+		// The watch ended early: resume from a fresh list. Resumes come
+		// further apart each time (from 50 ms, at most 1 s), so that an API
+		// server refusing every watch at once is not asked again in a loop.
 		f.resumed++
+		select {
+		case <-ctx.Done():
+			return f.expired(ctx)
+		case <-time.After(min(50*time.Millisecond<<min(f.resumed-1, 5), time.Second)):
+		}
 		tf, listRV, lerr := f.r.Records.Relist(ctx, f.name)
 		if lerr != nil {
 			if ctx.Err() != nil {
