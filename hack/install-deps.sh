@@ -16,6 +16,8 @@ declare -A pkg_of=(
   [nsenter]=util-linux
   [zip]=zip
   [unzip]=unzip
+  # `kubectl traceflow check --junit` output is validated against Jenkins' JUnit schema.
+  [xmllint]=libxml2-utils
 )
 want=()
 for cmd in "${!pkg_of[@]}"; do
