@@ -94,7 +94,8 @@ func NewRootCommand(streams genericiooptions.IOStreams, deps Deps) *cobra.Comman
 	registerCompletions(cmd, deps, configFlags)
 	cmd.SetUsageTemplate(usageTemplate(cmd.UsageTemplate()))
 	cmd.AddCommand(newInstallCommand(streams, deps, configFlags), newUninstallCommand(streams, deps, configFlags),
-		newInstallCRDCommand(streams, deps, configFlags), newVersionCommand(streams), newCleanupCommand(streams, deps, configFlags))
+		newInstallCRDCommand(streams, deps, configFlags), newVersionCommand(streams), newCleanupCommand(streams, deps, configFlags),
+		newCheckCommand(streams, deps, configFlags))
 	for _, c := range cmd.Commands() {
 		c.SetFlagErrorFunc(flagError)
 	}
@@ -130,6 +131,12 @@ func flagError(c *cobra.Command, err error) error {
 	return exitcode.UsageErrorf("%w; see '%s --help'", err, c.CommandPath())
 }
 
+// The client-side rate limit of the plugin's API clients.
+const (
+	clientQPS   = 100
+	clientBurst = 200
+)
+
 // Connect is the real Connector: it loads the kubeconfig (honouring
 // --kubeconfig, --context, -n and the rest) and builds the clients. It
 // makes no API call.
@@ -142,6 +149,12 @@ func Connect(cf *genericclioptions.ConfigFlags) (*Clients, error) {
 	if err != nil {
 		return nil, exitcode.Errorf(exitcode.Setup, "reading the kubeconfig: %w; check --kubeconfig, KUBECONFIG and --context", err)
 	}
+	// client-go's default of 5 requests a second (burst 10) is for
+	// controllers that run forever; `check` runs up to 14 traces at once,
+	// each a few dozen calls, and its cleanup on Ctrl-C must not queue
+	// behind the limiter past its budget. The API server's priority and
+	// fairness still protects it.
+	cfg.QPS, cfg.Burst = clientQPS, clientBurst
 	// The API clients note the server's Date on every response; the
 	// streams keep the plain config (an upgrade needs its own transport).
 	clock := &engine.ServerClock{}

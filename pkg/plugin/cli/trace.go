@@ -65,6 +65,7 @@ type TraceOptions struct {
 	color            string
 	dryRun           bool
 	keep             bool
+	allEndpoints     bool
 	explain          bool
 	helperImage      string
 	helperNamespace  string
@@ -136,6 +137,8 @@ func (o *TraceOptions) addFlags(cmd *cobra.Command) {
 	f.Var(&dryRunValue{&o.dryRun}, "dry-run", "resolve and print the Traceflow that would be created, and create nothing")
 	f.Lookup("dry-run").NoOptDefVal = "true"
 	f.BoolVar(&o.keep, "keep", false, "keep the Traceflow record after the trace (default: delete it)")
+	f.BoolVar(&o.allEndpoints, "all-endpoints", false,
+		"to a Service: also trace to each ready endpoint (its IP and target port), each reported as by `check`")
 }
 
 // Complete parses SRC and DST and derives the typed inputs. It reads no
@@ -217,6 +220,11 @@ func (o *TraceOptions) Validate() error {
 	if dst.Kind == resolve.KindService && o.protocol == traceflow.ICMP {
 		return exitcode.UsageErrorf("Service %s load-balances ports, not ICMP: drop --icmp to use its first port, give --tcp PORT or --udp PORT, or trace to one of its pods", dst.Name)
 	}
+	if o.allEndpoints {
+		if err := o.validateAllEndpoints(); err != nil {
+			return err
+		}
+	}
 	if resolve.SameObject(o.source, dst) {
 		return exitcode.UsageErrorf("SRC and DST are the same pod %q: trace to another pod, a Service or an IP", dst.Name)
 	}
@@ -226,6 +234,9 @@ func (o *TraceOptions) Validate() error {
 // Run resolves the endpoints in the cluster, builds the Traceflow, and
 // either prints it (--dry-run) or runs the trace with the chosen engine.
 func (o *TraceOptions) Run(ctx context.Context) error {
+	if o.allEndpoints {
+		return o.runAllEndpoints(ctx)
+	}
 	clients, err := o.deps.Connect(o.configFlags)
 	if err != nil {
 		return err

@@ -1,0 +1,132 @@
+package check
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/exitcode"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/outcome"
+)
+
+// Result is how one trace of a suite ended.
+type Result struct {
+	Verdict outcome.Verdict
+	// Code is the trace's own exit code: 0 when it met its expectation.
+	Code exitcode.Code
+	// Err says why Code is not 0.
+	Err error
+	// Decided is the hop that decided the verdict, if one did.
+	Decided *outcome.Hop
+	// Model is the trace as the view saw it: its hops, for reports.
+	Model         *outcome.Model
+	Started, Done time.Time
+}
+
+// Passed reports whether the trace met its expectation.
+func (r Result) Passed() bool { return r.Code == exitcode.OK }
+
+// Message says what happened in one sentence: where the packet's path
+// ended (node, table, flow, policy) and, on failure, what was expected.
+func (r Result) Message(t Trace) string {
+	var where string
+	if r.Decided != nil {
+		where = outcome.Describe(r.Verdict, *r.Decided, r.destinationKind())
+		if r.Decided.Inferred() {
+			where += " (predicted by OVS's trace, not observed)"
+		}
+	}
+	switch {
+	case r.Passed():
+		return where
+	case r.Err != nil && where != "":
+		return r.Err.Error() + ": " + where
+	case r.Err != nil:
+		return r.Err.Error()
+	}
+	return where
+}
+
+func (r Result) destinationKind() outcome.DestinationKind {
+	if r.Model == nil {
+		return ""
+	}
+	return r.Model.Trace.DestinationKind
+}
+
+// RunFunc runs one trace and reports how it ended; it removes what it
+// created before returning, interrupted or not.
+type RunFunc func(ctx context.Context, t Trace) Result
+
+// Runner runs a suite's traces concurrently.
+type Runner struct {
+	// Parallel is how many traces run at once: no more than the tag pool
+	// holds, so that no trace fails for want of a tag.
+	Parallel int
+	Run      RunFunc
+	Now      func() time.Time
+	// Progress, if set, hears of every trace that starts (r is nil) and
+	// ends; calls come from the runner's goroutines, one at a time.
+	Progress func(i int, r *Result)
+}
+
+// RunAll runs traces and returns their results in the same order. A
+// trace not started when ctx ends counts as not completed (exit 3).
+func (r *Runner) RunAll(ctx context.Context, traces []Trace) []Result {
+	results := make([]Result, len(traces))
+	sem := make(chan struct{}, max(r.Parallel, 1))
+	var mu sync.Mutex
+	report := func(i int, res *Result) {
+		if r.Progress == nil {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		r.Progress(i, res)
+	}
+	var wg sync.WaitGroup
+	for i := range traces {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			now := r.Now()
+			results[i] = Result{Verdict: outcome.Incomplete, Code: exitcode.Timeout, Started: now, Done: now,
+				Err: errors.New("not run: the check was interrupted before this trace started")}
+			report(i, &results[i])
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			report(i, nil)
+			res := r.Run(ctx, traces[i])
+			results[i] = res
+			report(i, &res)
+		}()
+	}
+	wg.Wait()
+	return results
+}
+
+// Code is the exit code of a whole run: 0 when every trace met its
+// expectation, else the worst of theirs, 4 before 3 before 2.
+func Code(results []Result) exitcode.Code {
+	worst := exitcode.OK
+	for _, r := range results {
+		worst = max(worst, rank(r.Code))
+	}
+	return worst
+}
+
+// rank makes a usage error inside a running suite a setup failure: exit 1
+// promises that nothing was created, which a started suite cannot.
+func rank(c exitcode.Code) exitcode.Code {
+	if c == exitcode.Usage {
+		return exitcode.Setup
+	}
+	return c
+}

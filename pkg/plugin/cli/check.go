@@ -1,0 +1,279 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/check"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/exitcode"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/helperpod"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/install"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/suite"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/tagalloc"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/traceflow"
+)
+
+// defaultParallel is how many traces of a suite run at once unless
+// --parallel says otherwise: half the tag pool, leaving tags for other
+// users' traces, and no more helper pods at once than a small node starts
+// quickly.
+const defaultParallel = 8
+
+// CheckOptions is `kubectl traceflow check -f FILE`.
+type CheckOptions struct {
+	genericiooptions.IOStreams
+	configFlags *genericclioptions.ConfigFlags
+	deps        Deps
+
+	// Flag values.
+	files           []string
+	junit           string
+	output          string
+	color           string
+	parallel        int
+	timeout         time.Duration
+	engine          string
+	helperImage     string
+	helperNamespace string
+	ovsRunDir       string
+	bridge          string
+
+	// template, when set, is the single-trace command that asked for
+	// --all-endpoints: its packet flags apply to every trace.
+	template *TraceOptions
+
+	// Typed inputs, set by Complete.
+	suites   []*suite.Suite
+	format   string
+	useColor bool
+}
+
+func newCheckCommand(streams genericiooptions.IOStreams, deps Deps, cf *genericclioptions.ConfigFlags) *cobra.Command {
+	o := &CheckOptions{IOStreams: streams, configFlags: cf, deps: deps, color: "auto", parallel: defaultParallel,
+		timeout: traceflow.DefaultTimeoutSeconds * time.Second, engine: "auto",
+		helperImage: DefaultHelperImage(), helperNamespace: install.DefaultNamespace,
+		ovsRunDir: helperpod.DefaultOVSRunDir, bridge: helperpod.DefaultBridge}
+	cmd := &cobra.Command{
+		Use:   "check -f FILE",
+		Short: "Run a suite of traces, each with its expectation, for CI: a table or plain lines, JUnit XML, one exit code",
+		Long: `Run every case of one or more suite files (kind CheckSuite, apiVersion
+` + suite.APIVersion + `; pkg/plugin/suite/check-suite.schema.json in the repository documents
+the format) as traces, concurrently within the tag pool.
+
+Every file is read and every case resolved (pods, selectors, Services)
+before anything is created: a bad file exits 1 naming the file, the line
+and the field.
+
+The exit code is 0 when every trace met its expectation, else the worst
+of theirs: 4 (setup failure) before 3 (did not complete) before 2 (wrong
+verdict).`,
+		Example: `  # Run a suite; a table on a terminal, one line per trace when piped
+  kubectl traceflow check -f smoke.yaml
+
+  # Every suite in a directory, with a JUnit report for the CI system
+  kubectl traceflow check -f checks/ --junit report.xml
+
+  # From standard input, one JSON object per trace
+  cat smoke.yaml | kubectl traceflow check -f - -o json`,
+		Annotations: map[string]string{cobra.CommandDisplayNameAnnotation: DisplayName + " check"},
+		Args:        noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.Complete(); err != nil {
+				return err
+			}
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			return o.Run(cmd.Context())
+		},
+	}
+	f := cmd.Flags()
+	f.StringArrayVarP(&o.files, "filename", "f", nil, "a suite file, a directory of them (*.yaml, *.yml), or - for standard input; may be repeated")
+	f.StringVar(&o.junit, "junit", "", "also write a JUnit XML report to FILE")
+	f.VarP(&enumValue{&o.output, []string{outputPlain, outputJSON}}, "output", "o",
+		"output format (default: a live table on a terminal, plain lines otherwise); json writes one object per trace")
+	f.Var(&enumValue{&o.color, []string{"auto", "always", "never"}}, "color", "colour the output: auto honours NO_COLOR and needs a terminal")
+	f.IntVar(&o.parallel, "parallel", o.parallel, fmt.Sprintf("how many traces run at once, 1-%d (the tag pool)", len(tagalloc.Pool())))
+	f.Var(&timeoutValue{&o.timeout}, "timeout", "timeout of a trace whose case and defaults set none, 1s to 300s")
+	f.Var(&enumValue{&o.engine, []string{"auto", "agent", "helper"}}, "engine",
+		"who traces: agent (Antrea's agents), helper (our node helper pods), or auto (agent where Antrea serves Traceflow)")
+	f.StringVar(&o.helperImage, "helper-image", o.helperImage, "image of the node helper pods (helper engine)")
+	f.StringVar(&o.helperNamespace, "helper-namespace", o.helperNamespace,
+		"namespace for the helper pods and tag claims; it must allow privileged pods (PodSecurity)")
+	f.StringVar(&o.ovsRunDir, "ovs-rundir", o.ovsRunDir, "the nodes' Open vSwitch run directory (db.sock, BRIDGE.mgmt)")
+	f.StringVar(&o.bridge, "bridge", o.bridge, "the OVS bridge that carries pod traffic")
+	return cmd
+}
+
+// Complete reads and parses the suite files. It reads no kubeconfig.
+func (o *CheckOptions) Complete() error {
+	if len(o.files) == 0 {
+		return exitcode.UsageErrorf("no suite: give -f FILE (a file, a directory, or - for standard input); see '%s check --help'", DisplayName)
+	}
+	files, err := o.expand()
+	if err != nil {
+		return err
+	}
+	for _, f := range files {
+		data, err := o.read(f)
+		if err != nil {
+			return err
+		}
+		s, err := suite.Parse(f, data)
+		if err != nil {
+			return exitcode.Wrap(exitcode.Usage, err)
+		}
+		o.suites = append(o.suites, s)
+	}
+	terminal := o.deps.IsTerminal(o.Out)
+	o.format = o.output
+	if o.format == "" {
+		o.format = outputPlain
+		if terminal {
+			o.format = outputLive
+		}
+	}
+	o.useColor = colorEnabled(o.color, terminal, o.deps.Getenv)
+	return nil
+}
+
+// stdinName is how errors name a suite read from standard input.
+const stdinName = "<stdin>"
+
+// expand turns -f values into files: a directory stands for its *.yaml
+// and *.yml files, in name order.
+func (o *CheckOptions) expand() ([]string, error) {
+	var out []string
+	stdin := false
+	for _, f := range o.files {
+		if f == "-" {
+			if stdin {
+				return nil, exitcode.UsageErrorf("-f - given twice: standard input can be read once")
+			}
+			stdin = true
+			out = append(out, stdinName)
+			continue
+		}
+		st, err := os.Stat(f)
+		if err != nil {
+			return nil, exitcode.UsageErrorf("suite %s: %w", f, err)
+		}
+		if !st.IsDir() {
+			out = append(out, f)
+			continue
+		}
+		entries, err := os.ReadDir(f)
+		if err != nil {
+			return nil, exitcode.UsageErrorf("suite directory %s: %w", f, err)
+		}
+		var found []string
+		for _, e := range entries {
+			if ext := filepath.Ext(e.Name()); !e.IsDir() && (ext == ".yaml" || ext == ".yml") {
+				found = append(found, filepath.Join(f, e.Name()))
+			}
+		}
+		if len(found) == 0 {
+			return nil, exitcode.UsageErrorf("suite directory %s holds no *.yaml or *.yml file", f)
+		}
+		sort.Strings(found)
+		out = append(out, found...)
+	}
+	return out, nil
+}
+
+func (o *CheckOptions) read(f string) ([]byte, error) {
+	if f == stdinName {
+		if o.In == nil {
+			return nil, exitcode.UsageErrorf("-f -: no standard input")
+		}
+		b, err := io.ReadAll(o.In)
+		if err != nil {
+			return nil, exitcode.UsageErrorf("read the suite from standard input: %w", err)
+		}
+		return b, nil
+	}
+	b, err := os.ReadFile(f) //nolint:gosec // the user names the file to read
+	if err != nil {
+		return nil, exitcode.UsageErrorf("read suite %s: %w", f, err)
+	}
+	return b, nil
+}
+
+// Validate checks the flags, still without a cluster.
+func (o *CheckOptions) Validate() error {
+	if n := len(tagalloc.Pool()); o.parallel < 1 || o.parallel > n {
+		return exitcode.UsageErrorf("--parallel %d: give 1 to %d (the tags a trace can be marked with)", o.parallel, n)
+	}
+	if err := helperpod.ValidateRunDir(o.ovsRunDir); err != nil {
+		return exitcode.UsageErrorf("--ovs-rundir: %v", err)
+	}
+	if o.junit != "" {
+		if st, err := os.Stat(o.junit); err == nil && st.IsDir() {
+			return exitcode.UsageErrorf("--junit %s is a directory: name a file", o.junit)
+		}
+		if dir := filepath.Dir(o.junit); dir != "" {
+			if _, err := os.Stat(dir); err != nil {
+				return exitcode.UsageErrorf("--junit %s: its directory %s does not exist", o.junit, dir)
+			}
+		}
+	}
+	return nil
+}
+
+// Run resolves every case, then runs the traces and reports.
+func (o *CheckOptions) Run(ctx context.Context) error {
+	clients, err := o.deps.Connect(o.configFlags)
+	if err != nil {
+		return err
+	}
+	planner := &check.Planner{Lookup: clients.Lookup, Pods: check.PodsFromClientset(clients.Kube),
+		Namespace: clients.Namespace, DefaultTimeout: o.timeout}
+	traces, err := planner.Plan(ctx, o.suites)
+	if err != nil {
+		return err
+	}
+	started := time.Now()
+	rep := newSuiteReporter(o, traces)
+	runner := &check.Runner{Parallel: o.parallel, Now: time.Now, Run: o.runTrace(clients), Progress: rep.progress}
+	results := runner.RunAll(ctx, traces)
+	code := check.Code(results)
+	err = rep.close(results, code, time.Since(started))
+	if o.junit != "" {
+		if jerr := writeJUnit(o.junit, traces, results, started); jerr != nil {
+			err = errors.Join(err, jerr)
+		}
+	}
+	if err != nil && code == exitcode.OK {
+		return exitcode.Wrap(exitcode.Setup, err)
+	}
+	if code != exitcode.OK {
+		return exitcode.Errorf(code, "%s", failureSummary(traces, results, err))
+	}
+	return nil
+}
+
+// failureSummary names the traces that missed their expectation.
+func failureSummary(traces []check.Trace, results []check.Result, extra error) string {
+	var failed []string
+	for i, r := range results {
+		if !r.Passed() {
+			failed = append(failed, fmt.Sprintf("%q", traces[i].Name))
+		}
+	}
+	s := fmt.Sprintf("%d of %d traces did not meet their expectation: %s", len(failed), len(results), strings.Join(failed, ", "))
+	if extra != nil {
+		s += "; " + extra.Error()
+	}
+	return s
+}

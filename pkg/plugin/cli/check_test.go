@@ -1,0 +1,129 @@
+package cli
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/exitcode"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/suite"
+)
+
+const suiteHead = "apiVersion: " + suite.APIVersion + "\nkind: " + suite.Kind + "\n"
+
+func writeSuite(t *testing.T, dir, name, body string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// Bad suites exit 1 naming file:line and the field, and create nothing;
+// problems the file alone shows need no cluster at all.
+func TestCheckBadSuiteCreatesNothing(t *testing.T) {
+	for _, tc := range []struct {
+		name, body, want string
+		// connects: the problem shows only against the cluster.
+		connects bool
+	}{
+		{"unknown field", suiteHead + "cases:\n- name: a\n  from: {pod: pod-a}\n  to: {pod: pod-b}\n  colour: red\n",
+			`s.yaml:7: cases[0].colour (case "a"): unknown field`, false},
+		{"missing to", suiteHead + "cases:\n- name: a\n  from: {pod: pod-a}\n",
+			`s.yaml:4: cases[0].to (case "a"): missing`, false},
+		{"bad port", suiteHead + "cases:\n- name: a\n  from: {pod: pod-a}\n  to: {pod: pod-b}\n  port: 0\n",
+			`s.yaml:7: cases[0].port (case "a"): 0 is not a port`, false},
+		{"duplicate names", suiteHead + "cases:\n- name: a\n  from: {pod: pod-a}\n  to: {pod: pod-b}\n- name: a\n  from: {pod: pod-a}\n  to: {pod: pod-b}\n",
+			`s.yaml:7: cases[1].name: "a" is already the name of the case at line 4`, false},
+		{"YAML syntax", suiteHead + "cases:\n- name: a\n  from: [pod: pod-a\n",
+			`s.yaml:5: YAML syntax`, false},
+		{"selector matching no pod", suiteHead + "cases:\n- name: a\n  from: {pod: pod-a}\n  to: {pod: pod-b}\n- name: b\n  from: {selector: app=nothing}\n  to: {pod: pod-b}\n",
+			`s.yaml:8: cases[1].from.selector (case "b"): selector app=nothing matches no Ready pod in namespace default`, true},
+		{"missing pod, after a good case", suiteHead + "cases:\n- name: a\n  from: {pod: pod-a}\n  to: {pod: pod-b}\n- name: b\n  from: {pod: pod-a}\n  to: {pod: nope}\n",
+			`s.yaml:7: cases[1] (case "b"): destination pod default/nope not found`, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := writeSuite(t, t.TempDir(), "s.yaml", tc.body)
+			r := runCommand(t, []string{"check", "-f", f}, demoCluster()...)
+			if exitcode.Of(r.err) != exitcode.Usage {
+				t.Fatalf("exit %d (%v), want 1", exitcode.Of(r.err), r.err)
+			}
+			if msg := strings.TrimPrefix(r.err.Error(), filepath.Dir(f)+"/"); !strings.HasPrefix(msg, tc.want) {
+				t.Errorf("error %q\nwant it to start %q", msg, tc.want)
+			}
+			if r.connected != tc.connects {
+				t.Errorf("connected to the cluster: %v, want %v", r.connected, tc.connects)
+			}
+			if w := r.writes(); len(w) > 0 {
+				t.Errorf("a bad suite wrote to the cluster: %v", w)
+			}
+		})
+	}
+}
+
+func TestCheckFlags(t *testing.T) {
+	dir := t.TempDir()
+	good := writeSuite(t, dir, "good.yaml", suiteHead+"cases:\n- name: a\n  from: {pod: pod-a}\n  to: {pod: pod-b}\n")
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no file", []string{"check"}, "no suite: give -f FILE"},
+		{"missing file", []string{"check", "-f", filepath.Join(dir, "nope.yaml")}, "no such file"},
+		{"empty directory", []string{"check", "-f", t.TempDir()}, "holds no *.yaml"},
+		{"parallel too high", []string{"check", "-f", good, "--parallel", "15"}, "--parallel 15: give 1 to 14"},
+		{"junit into a missing directory", []string{"check", "-f", good, "--junit", filepath.Join(dir, "no", "r.xml")}, "does not exist"},
+		{"stdin twice", []string{"check", "-f", "-", "-f", "-"}, "given twice"},
+		{"an argument", []string{"check", "pod-a"}, "takes no arguments"},
+		{"bad output", []string{"check", "-f", good, "-o", "yaml"}, "yaml"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := runCommand(t, tc.args, demoCluster()...)
+			if exitcode.Of(r.err) != exitcode.Usage || !strings.Contains(r.err.Error(), tc.want) {
+				t.Fatalf("got exit %d %v, want 1 saying %q", exitcode.Of(r.err), r.err, tc.want)
+			}
+			if r.connected {
+				t.Error("a usage error connected to the cluster")
+			}
+		})
+	}
+}
+
+// A directory stands for its suite files, in name order; a bad one among
+// them is named.
+func TestCheckDirectoryNamesTheBadFile(t *testing.T) {
+	dir := t.TempDir()
+	writeSuite(t, dir, "a.yaml", suiteHead+"cases:\n- name: a\n  from: {pod: pod-a}\n  to: {pod: pod-b}\n")
+	writeSuite(t, dir, "b.yml", suiteHead+"cases:\n- name: b\n  from: {pod: pod-a}\n  to: {pod: pod-b}\n  expect: maybe\n")
+	writeSuite(t, dir, "notes.txt", "not a suite")
+	r := runCommand(t, []string{"check", "-f", dir})
+	want := filepath.Join(dir, "b.yml") + `:7: cases[0].expect (case "b")`
+	if exitcode.Of(r.err) != exitcode.Usage || !strings.HasPrefix(r.err.Error(), want) {
+		t.Fatalf("got %v, want exit 1 starting %q", r.err, want)
+	}
+}
+
+func TestAllEndpointsFlag(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"to a pod", []string{"pod-a", "pod-b", "--all-endpoints"}, "no Service"},
+		{"with --dry-run", []string{"pod-a", "svc/web", "--all-endpoints", "--dry-run"}, "--dry-run"},
+		{"with -o yaml", []string{"pod-a", "svc/web", "--all-endpoints", "-o", "yaml"}, "-o json"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := runCommand(t, tc.args, demoCluster()...)
+			if exitcode.Of(r.err) != exitcode.Usage || !strings.Contains(r.err.Error(), tc.want) {
+				t.Fatalf("got exit %d %v, want 1 saying %q", exitcode.Of(r.err), r.err, tc.want)
+			}
+			if r.connected {
+				t.Error("a usage error connected to the cluster")
+			}
+		})
+	}
+}

@@ -1,0 +1,271 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/muesli/termenv"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/check"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/exitcode"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/junit"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/outcome"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/traceflow"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/view"
+)
+
+// outputNone folds a trace's updates into its model and draws nothing: the
+// suite's own views report it.
+const outputNone = "none"
+
+// runTrace runs one trace of a suite through the single-trace path: the
+// same resolution result, record, engine choice and cleanup as
+// `kubectl traceflow SRC DST`.
+func (o *CheckOptions) runTrace(clients *Clients) check.RunFunc {
+	return func(ctx context.Context, t check.Trace) check.Result {
+		started := time.Now()
+		to := o.traceOptions(t)
+		tf := traceflow.Build(to.request(t.Result))
+		s := newSink(outputNone, false, false, io.Discard, time.Now)
+		r, err := to.trace(ctx, clients, t.Result, tf, s.Emit)
+		_ = s.Close() // draws nothing, so it cannot fail
+		s.mu.Lock()
+		model := s.model
+		s.mu.Unlock()
+		res := check.Result{Verdict: r.verdict, Decided: r.decided, Model: &model, Started: started, Done: time.Now()}
+		if res.Verdict == "" {
+			res.Verdict = outcome.Failed
+		}
+		if err != nil && ctx.Err() != nil {
+			// Interrupted: whatever failed after that (an API call cut
+			// short) is not a cluster's failure; the trace did not complete.
+			res.Verdict, res.Code = outcome.Incomplete, exitcode.Timeout
+			res.Err = fmt.Errorf("interrupted before the trace completed (what it created was removed): %w", err)
+			return res
+		}
+		if err != nil {
+			res.Code, res.Err = exitcode.Of(err), err
+			return res
+		}
+		res.Code, res.Err = outcome.ExitCode(r.verdict, t.Expect, r.dst)
+		return res
+	}
+}
+
+// traceOptions are the single-trace command's options for t: the
+// defaults of `kubectl traceflow SRC DST`, or those of the command that
+// asked for --all-endpoints, with the case's timeout and expectation.
+func (o *CheckOptions) traceOptions(t check.Trace) *TraceOptions {
+	to := &TraceOptions{ttl: traceflow.DefaultTTL, tcpFlags: traceflow.TCPFlagSYN}
+	if o.template != nil {
+		c := *o.template
+		to = &c
+	}
+	to.IOStreams = genericiooptions.IOStreams{Out: io.Discard, ErrOut: io.Discard}
+	to.configFlags, to.deps = o.configFlags, o.deps
+	to.timeout, to.expect, to.format = t.Timeout, string(t.Expect), outputNone
+	to.engine, to.helperImage, to.helperNamespace, to.ovsRunDir, to.bridge = o.engine, o.helperImage, o.helperNamespace, o.ovsRunDir, o.bridge
+	if to.changed == nil {
+		to.changed = func(string) bool { return false }
+	}
+	return to
+}
+
+// suiteReporter turns the runner's progress into the chosen output.
+type suiteReporter struct {
+	o      *CheckOptions
+	traces []check.Trace
+	mu     sync.Mutex
+	rows   []view.SuiteRow
+	live   *view.SuiteLive
+	screen *view.Screen
+	stop   chan struct{}
+	done   sync.WaitGroup
+	step   int
+	err    error
+}
+
+func newSuiteReporter(o *CheckOptions, traces []check.Trace) *suiteReporter {
+	r := &suiteReporter{o: o, traces: traces, rows: make([]view.SuiteRow, len(traces)), stop: make(chan struct{})}
+	for i, t := range traces {
+		r.rows[i].Name = t.Name
+	}
+	if o.format == outputLive {
+		profile := termenv.Ascii
+		if o.useColor {
+			profile = termenv.ANSI256
+		}
+		w, _ := terminalSize(o.Out)
+		r.live = view.NewSuiteLive(w, profile)
+		r.screen = &view.Screen{W: o.Out}
+		r.done.Add(1)
+		go r.tick()
+	}
+	return r
+}
+
+func (r *suiteReporter) keep(err error) {
+	if r.err == nil {
+		r.err = err
+	}
+}
+
+func (r *suiteReporter) tick() {
+	defer r.done.Done()
+	t := time.NewTicker(spinnerEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.stop:
+			return
+		case <-t.C:
+			r.mu.Lock()
+			r.step++
+			r.keep(r.screen.Draw(r.live.Frame(r.rows, time.Now(), r.step)))
+			r.mu.Unlock()
+		}
+	}
+}
+
+// progress hears a trace start (res nil) or end.
+func (r *suiteReporter) progress(i int, res *check.Result) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	row := &r.rows[i]
+	if res == nil {
+		row.Running, row.Started = true, time.Now()
+	} else {
+		row.Running, row.Done = false, true
+		row.Passed, row.Verdict, row.Code = res.Passed(), string(res.Verdict), int(res.Code)
+		row.Where, row.Elapsed = res.Message(r.traces[i]), res.Done.Sub(res.Started)
+	}
+	switch {
+	case r.live != nil:
+		r.keep(r.screen.Draw(r.live.Frame(r.rows, time.Now(), r.step)))
+	case res == nil:
+	case r.o.format == outputJSON:
+		r.keep(writeCaseJSON(r.o.Out, r.traces[i], *res))
+	default:
+		r.keep(view.SuitePlain{W: r.o.Out}.Write(*row))
+	}
+}
+
+// close draws the last frame, gives the terminal back and prints the
+// summary line (to stderr under -o json, whose stdout is for machines).
+func (r *suiteReporter) close(results []check.Result, code exitcode.Code, took time.Duration) error {
+	close(r.stop)
+	r.done.Wait()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.live != nil {
+		r.keep(r.screen.Draw(r.live.Frame(r.rows, time.Now(), r.step)))
+		r.keep(r.screen.Close())
+	}
+	to := r.o.Out
+	if r.o.format == outputJSON {
+		to = r.o.ErrOut
+	}
+	_, _ = fmt.Fprintln(to, view.SuiteSummary(r.rows, int(code), took)) // the exit code carries the result if this fails
+	return r.err
+}
+
+// caseJSON is -o json: one object per trace, written as it ends.
+type caseJSON struct {
+	Case          string  `json:"case"`
+	File          string  `json:"file"`
+	Line          int     `json:"line"`
+	Source        string  `json:"source"`
+	Destination   string  `json:"destination"`
+	Packet        string  `json:"packet,omitempty"`
+	Expect        string  `json:"expect"`
+	Verdict       string  `json:"verdict"`
+	Passed        bool    `json:"passed"`
+	ExitCode      int     `json:"exitCode"`
+	Message       string  `json:"message,omitempty"`
+	Node          string  `json:"node,omitempty"`
+	Table         string  `json:"table,omitempty"`
+	Flow          string  `json:"flow,omitempty"`
+	NetworkPolicy string  `json:"networkPolicy,omitempty"`
+	Rule          string  `json:"networkPolicyRule,omitempty"`
+	Inferred      bool    `json:"inferred,omitempty"`
+	Seconds       float64 `json:"seconds"`
+	// Trace and Tag name the trace's record, helper pods and tag claim.
+	Trace string `json:"trace,omitempty"`
+	Tag   uint8  `json:"tag,omitempty"`
+}
+
+func writeCaseJSON(w io.Writer, t check.Trace, r check.Result) error {
+	c := caseJSON{Case: t.Name, File: t.File, Line: t.Case.At.Line,
+		Source: endpointName(t.Result.Source), Destination: endpointName(t.Result.Destination),
+		Expect: string(t.Expect), Verdict: string(r.Verdict), Passed: r.Passed(), ExitCode: int(r.Code),
+		Message: r.Message(t), Seconds: r.Done.Sub(r.Started).Seconds()}
+	if r.Model != nil {
+		c.Packet, c.Trace, c.Tag = r.Model.Trace.Packet, r.Model.Trace.Name, r.Model.Trace.Tag
+	}
+	if h := r.Decided; h != nil {
+		c.Node, c.Table, c.Flow, c.Inferred = h.Node, tableName(*h), h.Flow, h.Inferred()
+		c.NetworkPolicy, c.Rule = h.Observation.NetworkPolicy, h.Observation.NetworkPolicyRule
+	}
+	b, err := json.Marshal(c)
+	if err != nil {
+		return fmt.Errorf("encode the result of %q as JSON: %w", t.Name, err)
+	}
+	_, err = fmt.Fprintf(w, "%s\n", b)
+	return err
+}
+
+func tableName(h outcome.Hop) string {
+	if h.TableName != "" {
+		return fmt.Sprintf("%s(%d)", h.TableName, h.TableID)
+	}
+	return fmt.Sprint(h.TableID)
+}
+
+// writeJUnit writes the report: one testsuite per file, one testcase per
+// trace; a missed expectation is a failure, a trace that did not complete
+// an error.
+func writeJUnit(path string, traces []check.Trace, results []check.Result, started time.Time) error {
+	rep := junit.Report{Name: DisplayName + " check"}
+	index := map[string]int{}
+	for i, t := range traces {
+		si, ok := index[t.File]
+		if !ok {
+			si = len(rep.Suites)
+			index[t.File] = si
+			rep.Suites = append(rep.Suites, junit.Suite{Name: t.File, Timestamp: started})
+		}
+		r := results[i]
+		s := &rep.Suites[si]
+		s.Time = max(s.Time, r.Done.Sub(started))
+		c := junit.Case{Name: t.Name, Classname: t.File, Time: r.Done.Sub(r.Started)}
+		if r.Model != nil {
+			c.Output = view.PathText(r.Model)
+		}
+		switch {
+		case r.Passed():
+		case r.Code == exitcode.Verdict:
+			c.Failure = &junit.Problem{Type: string(r.Verdict), Message: r.Message(t), Text: c.Output}
+		default:
+			c.Error = &junit.Problem{Type: string(r.Verdict), Message: r.Message(t), Text: c.Output}
+		}
+		s.Cases = append(s.Cases, c)
+	}
+	f, err := os.Create(path) //nolint:gosec // the user names the report file
+	if err != nil {
+		return fmt.Errorf("write the JUnit report: %w", err)
+	}
+	if err := junit.Write(f, rep); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("write the JUnit report %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("write the JUnit report %s: %w", path, err)
+	}
+	return nil
+}
