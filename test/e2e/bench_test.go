@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
@@ -20,11 +21,14 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-// BenchmarkTimeToVerdict (issue 5, done-when 6) reports the median time to
-// a verdict in helper mode, intra- and inter-node, next to the floor: the
-// time to start a trivial host-network pod on a node and read its first log
-// line, which every helper-mode trace pays at least once. It measures and
-// reports; it asserts nothing about speed. Run it with
+// BenchmarkTimeToVerdict (issue 5, done-when 6; issue 16, done-when 3)
+// reports the median time to a verdict in helper mode, intra- and
+// inter-node, next to the floor (the time to start a trivial host-network
+// pod on a node and read its first log line, which every helper-mode trace
+// pays at least once), and the time of `kubectl traceflow check` over the
+// 25-case, 27-trace suite of check_test.go across both nodes, with the
+// waves its tag pool share (--parallel) makes. It measures and reports; it
+// asserts nothing about speed. Run it with
 //
 //	make bench-e2e      (go test -tags e2e -run '^$' -bench TimeToVerdict -benchtime 10x ./test/e2e)
 func BenchmarkTimeToVerdict(b *testing.B) {
@@ -40,11 +44,17 @@ func BenchmarkTimeToVerdict(b *testing.B) {
 		{"floor-pod-first-log-line", func() (time.Duration, error) { return podFloor(cs, labNodes[0].name) }},
 		{"intra-node", func() (time.Duration, error) { return timeTrace(f.ns, "a", "c", "--tcp", "80") }},
 		{"inter-node", func() (time.Duration, error) { return timeTrace(f.ns, "a", "b", "--tcp", "80") }},
+		{"suite-27-traces", func() (time.Duration, error) { return timeSuite(b, f) }},
 	}
+	medians := map[string]time.Duration{}
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
 			var ds []time.Duration
-			for range b.N {
+			runs := b.N
+			if c.name == "suite-27-traces" {
+				runs = min(b.N, suiteRuns) // each run is 27 traces
+			}
+			for range runs {
 				d, err := c.run()
 				if err != nil {
 					b.Fatal(err)
@@ -57,8 +67,53 @@ func BenchmarkTimeToVerdict(b *testing.B) {
 			b.ReportMetric(float64(ds[0].Milliseconds()), "min-ms")
 			b.ReportMetric(float64(ds[len(ds)-1].Milliseconds()), "max-ms")
 			b.Logf("%s: median %s over %d runs (min %s, max %s)", c.name, med, len(ds), ds[0], ds[len(ds)-1])
+			medians[c.name] = med
 		})
 	}
+	floor, intra, inter, suite := medians["floor-pod-first-log-line"], medians["intra-node"], medians["inter-node"], medians["suite-27-traces"]
+	if floor == 0 || inter == 0 || suite == 0 {
+		return
+	}
+	waves := (suiteTraces + suiteParallel - 1) / suiteParallel
+	b.Logf("side by side (medians):\n"+
+		"  floor (host-network pod, first log line) %8s\n"+
+		"  one trace, intra-node                    %8s  floor + %s (goal: floor + 0.5s)\n"+
+		"  one trace, inter-node                    %8s  floor + %s (goal: floor + 0.5s)\n"+
+		"  suite, %d traces, --parallel %d (%d waves) %8s  %.2fx one inter-node trace (goal: within 2x); %.2fx per wave",
+		floor.Round(time.Millisecond), intra.Round(time.Millisecond), (intra - floor).Round(time.Millisecond),
+		inter.Round(time.Millisecond), (inter - floor).Round(time.Millisecond),
+		suiteTraces, suiteParallel, waves, suite.Round(time.Millisecond),
+		float64(suite)/float64(inter), float64(suite)/float64(inter)/float64(waves))
+}
+
+// The suite's shape, as smokeSuite writes it and check runs it.
+const (
+	suiteTraces   = 27
+	suiteParallel = 8 // check's default
+	suiteRuns     = 3
+)
+
+// timeSuite runs the smoke suite and returns the time until check exits:
+// every verdict in, every trace cleaned up.
+func timeSuite(b *testing.B, f *traceFixture) (time.Duration, error) {
+	file := filepath.Join(b.TempDir(), "smoke.yaml")
+	if err := os.WriteFile(file, []byte(smokeSuite(f)), 0o600); err != nil {
+		return 0, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "kubectl", "traceflow", "check", "-f", file, "-o", "json")
+	cmd.Env = kubectlEnv()
+	start := time.Now()
+	out, err := cmd.Output()
+	d := time.Since(start)
+	if err != nil {
+		return 0, fmt.Errorf("kubectl traceflow check: %w\n%s", err, out)
+	}
+	if n := strings.Count(string(out), `"passed":true`); n != suiteTraces {
+		return 0, fmt.Errorf("%d of %d traces passed:\n%s", n, suiteTraces, out)
+	}
+	return d, nil
 }
 
 func benchClient(b *testing.B) kubernetes.Interface {

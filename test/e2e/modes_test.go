@@ -88,6 +88,11 @@ var holdsIn = map[string][]string{
 	"TestTraceAsUserBoundByInstall":      labOnly,
 	"TestTraceHelperNamespaceKubeSystem": labOnly,
 	"TestHelperResourceUse":              labOnly,
+	// Suites of traces (kubectl traceflow check).
+	"TestCheckSuitePasses":            labOnly,
+	"TestCheckWrongExpectationFails":  labOnly,
+	"TestCheckBadSuitesCreateNothing": labOnly,
+	"TestCheckInterruptLeavesNothing": labOnly,
 }
 
 // labMode is the mode this run brings the lab up in.

@@ -1,0 +1,295 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/suite"
+)
+
+// checkCase is one object of `kubectl traceflow check -o json`.
+type checkCase struct {
+	Case, File, Verdict, Message, Node, Table, NetworkPolicy, Trace string
+	Line, ExitCode                                                  int
+	Passed                                                          bool
+	Tag                                                             uint8
+}
+
+type checkRun struct {
+	code           int
+	stdout, stderr string
+	cases          []checkCase
+}
+
+// runCheck runs `kubectl traceflow check ARGS -o json` and decodes its
+// objects, remembering every trace as this run's.
+func runCheck(t testing.TB, stdin string, args ...string) checkRun {
+	t.Helper()
+	full := append([]string{"traceflow", "check", "-o", "json"}, args...)
+	cmd := exec.Command("kubectl", full...)
+	cmd.Env = kubectlEnv()
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errb strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	r := checkRun{stdout: out.String(), stderr: errb.String()}
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+		r.code = ee.ExitCode()
+	default:
+		t.Fatalf("kubectl %s: %v", strings.Join(full, " "), err)
+	}
+	r.cases = decodeCheck(t, r.stdout)
+	t.Logf("kubectl %s: exit %d\n%s%s", strings.Join(full, " "), r.code, r.stderr, r.stdout)
+	return r
+}
+
+func decodeCheck(t testing.TB, stdout string) []checkCase {
+	t.Helper()
+	var cases []checkCase
+	sc := bufio.NewScanner(strings.NewReader(stdout))
+	for sc.Scan() {
+		var c checkCase
+		if err := json.Unmarshal(sc.Bytes(), &c); err != nil {
+			t.Fatalf("-o json line is not an object: %v\n%s", err, sc.Text())
+		}
+		rememberTrace(c.Trace, c.Tag)
+		cases = append(cases, c)
+	}
+	return cases
+}
+
+func rememberTrace(name string, tag uint8) {
+	if name == "" {
+		return
+	}
+	ours.Lock()
+	defer ours.Unlock()
+	ours.names[name] = true
+	if tag != 0 {
+		ours.tags[tag] = true
+	}
+}
+
+// smokeSuite is the 25-case (27-trace) suite of issue 16 over the trace fixture: a
+// and c on node 1, b and locked on node 2, Service web in front of b, and
+// deny-locked denying all ingress to locked. Each expectation is one the
+// trace tests (trace_test.go) check against real traffic between the same
+// pods.
+func smokeSuite(f *traceFixture) string {
+	b, c := f.pods["b"].Status.PodIP, f.pods["c"].Status.PodIP
+	return fmt.Sprintf(`apiVersion: %s
+kind: %s
+defaults:
+  namespace: %s
+  timeout: 20s
+cases:
+- {name: a to c TCP 80 (same node), from: {pod: a}, to: {pod: c}, port: 80}
+- {name: a to c TCP 8080 (same node), from: {pod: a}, to: {pod: c}, port: 8080}
+- {name: a to c UDP (same node), from: {pod: a}, to: {pod: c}, protocol: UDP, port: 5000}
+- {name: a to c ICMP (same node), from: {pod: a}, to: {pod: c}, protocol: ICMP}
+- {name: a to b TCP 80 (across nodes), from: {pod: a}, to: {pod: b}, port: 80}
+- {name: a to b TCP 8080 (across nodes), from: {pod: a}, to: {pod: b}, port: 8080}
+- {name: a to b UDP (across nodes), from: {pod: a}, to: {pod: b}, protocol: UDP, port: 5000}
+- {name: a to b ICMP (across nodes), from: {pod: a}, to: {pod: b}}
+- {name: c to b TCP 80, from: {pod: c}, to: {pod: b}, port: 80}
+- {name: b to a TCP 80 (back), from: {pod: b}, to: {pod: a}, port: 80}
+- {name: b to c ICMP (back), from: {pod: b}, to: {pod: c}}
+- {name: c to a UDP, from: {pod: c}, to: {pod: a}, protocol: UDP, port: 5000}
+- {name: a to Service web (first port), from: {pod: a}, to: {service: web}}
+- {name: c to Service web port 80, from: {pod: c}, to: {service: web}, port: 80}
+- {name: b to its own Service (hairpin), from: {pod: b}, to: {service: web}, port: 80}
+- {name: a to every endpoint of web, from: {pod: a}, to: {service: web, allEndpoints: true}, port: 80}
+- {name: a to b's IP, from: {pod: a}, to: {ip: %s}, port: 80}
+- {name: a to c's IP ICMP, from: {pod: a}, to: {ip: %s}}
+- {name: c to b's IP UDP, from: {pod: c}, to: {ip: %s}, protocol: UDP, port: 5000}
+- {name: a cannot reach locked, from: {pod: a}, to: {pod: locked}, port: 80, expect: dropped}
+- {name: a cannot reach locked on 8080, from: {pod: a}, to: {pod: locked}, port: 8080, expect: dropped}
+- {name: c cannot ping locked, from: {pod: c}, to: {pod: locked}, protocol: ICMP, expect: dropped}
+- {name: b cannot reach locked (same node), from: {pod: b}, to: {pod: locked}, protocol: UDP, port: 5000, expect: dropped}
+- {name: client to web by labels, from: {selector: app=client}, to: {selector: app=web}, port: 80}
+- {name: client and peer reach b, from: {selector: 'app in (client,peer)', pods: all}, to: {pod: b}, protocol: ICMP}
+`, suite.APIVersion, suite.Kind, f.ns, b, c, b)
+}
+
+// Issue 16, done-when 1 (and 4 for a suite that ends): 25 cases, 27
+// traces, all meeting their expectation; the JUnit report validates
+// against Jenkins' schema; nothing is left.
+func TestCheckSuitePasses(t *testing.T) {
+	f := getTraceFixture(t)
+	dir := t.TempDir()
+	file := filepath.Join(dir, "smoke.yaml")
+	if err := os.WriteFile(file, []byte(smokeSuite(f)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	report := filepath.Join(dir, "report.xml")
+	start := time.Now()
+	r := runCheck(t, "", "-f", file, "--junit", report)
+	t.Logf("25 cases, %d traces in %s", len(r.cases), time.Since(start).Round(time.Millisecond))
+	if r.code != 0 {
+		t.Errorf("exit %d, want 0", r.code)
+	}
+	if len(r.cases) != 27 {
+		t.Errorf("%d traces reported, want 27 (25 cases; allEndpoints adds 1, pods: all 1)", len(r.cases))
+	}
+	for _, c := range r.cases {
+		if !c.Passed || c.ExitCode != 0 {
+			t.Errorf("%q: %s, exit %d: %s", c.Case, c.Verdict, c.ExitCode, c.Message)
+		}
+	}
+	if !strings.Contains(r.stderr, "PASS: 27 of 27 traces") {
+		t.Errorf("no summary line on stderr: %q", r.stderr)
+	}
+	xml := validateJUnit(t, report)
+	if !strings.Contains(xml, `tests="27" failures="0" errors="0"`) {
+		t.Errorf("JUnit counts wrong:\n%s", xml)
+	}
+	assertNothingLeft(t)
+}
+
+// validateJUnit checks file against the Jenkins JUnit schema kept in the
+// repository, with xmllint, and returns it.
+func validateJUnit(t testing.TB, file string) string {
+	t.Helper()
+	xsd := filepath.Join(repoRoot(), "pkg", "plugin", "junit", "testdata", "jenkins-junit-10.xsd")
+	out, err := exec.Command("xmllint", "--noout", "--schema", xsd, file).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "validates") {
+		t.Fatalf("xmllint --schema %s %s: %v\n%s", xsd, file, err, out)
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// One case deliberately wrong: exit 2, and a JUnit failure that names the
+// node, the table and the policy that dropped the probe.
+func TestCheckWrongExpectationFails(t *testing.T) {
+	f := getTraceFixture(t)
+	dir := t.TempDir()
+	report := filepath.Join(dir, "report.xml")
+	r := runCheck(t, fmt.Sprintf(`apiVersion: %s
+kind: %s
+defaults: {namespace: %s}
+cases:
+- {name: a reaches b, from: {pod: a}, to: {pod: b}, port: 80}
+- {name: a reaches locked (wrong), from: {pod: a}, to: {pod: locked}, port: 80}
+`, suite.APIVersion, suite.Kind, f.ns), "-f", "-", "--junit", report)
+	if r.code != 2 {
+		t.Fatalf("exit %d, want 2", r.code)
+	}
+	if len(r.cases) != 2 || !r.cases[0].Passed && r.cases[0].Case == "a reaches b" {
+		t.Fatalf("want 2 results, the first passing: %+v", r.cases)
+	}
+	xml := validateJUnit(t, report)
+	t.Logf("JUnit report:\n%s", xml)
+	if !strings.Contains(xml, `tests="2" failures="1" errors="0"`) {
+		t.Errorf("JUnit counts wrong:\n%s", xml)
+	}
+	_, failure, ok := strings.Cut(xml, `<failure type="Dropped" message="`)
+	if !ok {
+		t.Fatalf("no Dropped failure in the report:\n%s", xml)
+	}
+	msg, _, _ := strings.Cut(failure, `"`)
+	for _, want := range []string{"expected delivered", "on " + labNodes[1].name, "by table IngressDefaultRule", "NetworkPolicy " + f.ns + "/deny-locked", "flow "} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("the failure's message does not say %q: %s", want, msg)
+		}
+	}
+	assertNothingLeft(t)
+}
+
+// Issue 16, done-when 2: bad suite files exit 1, name file:line and the
+// field, and create nothing.
+func TestCheckBadSuitesCreateNothing(t *testing.T) {
+	f := getTraceFixture(t)
+	head := fmt.Sprintf("apiVersion: %s\nkind: %s\ndefaults: {namespace: %s}\ncases:\n", suite.APIVersion, suite.Kind, f.ns)
+	good := "- {name: fine, from: {pod: a}, to: {pod: b}, port: 80}\n"
+	for _, tc := range []struct{ name, body, want string }{
+		{"unknown field", good + "- {name: odd, from: {pod: a}, to: {pod: b}, port: 80, colour: red}\n", `:6: cases[1].colour (case "odd"): unknown field`},
+		{"missing to", good + "- {name: nowhere, from: {pod: a}, port: 80}\n", `:6: cases[1].to (case "nowhere"): missing`},
+		{"bad port", good + "- {name: big, from: {pod: a}, to: {pod: b}, port: 65536}\n", `:6: cases[1].port (case "big"): 65536 is not a port`},
+		{"selector matching no pod", good + "- {name: ghost, from: {selector: app=ghost}, to: {pod: b}}\n", `:6: cases[1].from.selector (case "ghost"): selector app=ghost matches no Ready pod`},
+		{"duplicate names", good + good, `:6: cases[1].name: "fine" is already the name of the case at line 5`},
+		{"YAML syntax error", good + "- {name: broken, from: {pod: a, to: {pod: b}\n", `:6: YAML syntax`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := helperPods(t)
+			file := filepath.Join(t.TempDir(), "bad.yaml")
+			if err := os.WriteFile(file, []byte(head+tc.body), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			r := runCheck(t, "", "-f", file)
+			if r.code != 1 {
+				t.Fatalf("exit %d, want 1", r.code)
+			}
+			if want := "error: " + file + tc.want; !strings.HasPrefix(r.stderr, want) {
+				t.Errorf("stderr %q\nwant it to start %q", r.stderr, want)
+			}
+			if len(r.cases) != 0 || helperPods(t) != before {
+				t.Errorf("a bad suite ran traces: %+v", r.cases)
+			}
+			assertNothingLeft(t)
+		})
+	}
+}
+
+// Issue 16, done-when 4: SIGINT in the middle of a suite leaves no helper
+// pod, tag claim or record, and no flow once the traces' timeout passed.
+func TestCheckInterruptLeavesNothing(t *testing.T) {
+	f := getTraceFixture(t)
+	const timeout = 5 * time.Second
+	file := filepath.Join(t.TempDir(), "smoke.yaml")
+	body := strings.Replace(smokeSuite(f), "timeout: 20s", "timeout: 5s", 1)
+	if err := os.WriteFile(file, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("kubectl", "traceflow", "check", "-o", "json", "-f", file)
+	cmd.Env = kubectlEnv()
+	var out, errb strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Interrupt once helper pods exist: traces are mid-way.
+	eventually(t, 60*time.Second, "helper pods of the suite", func() error {
+		if helperPods(t) == "" {
+			return errors.New("none yet")
+		}
+		return nil
+	})
+	start := time.Now()
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 3 {
+		t.Errorf("an interrupted suite exited %v, want 3 (did not complete)\n%s", err, errb.String())
+	}
+	cases := decodeCheck(t, out.String())
+	t.Logf("interrupted after %d of 27 traces reported; exit %v\n%s%s", len(cases), err, errb.String(), out.String())
+	eventually(t, 5*time.Second-time.Since(start), "helper pods deleted after SIGINT", func() error {
+		if p := helperPods(t); p != "" {
+			return fmt.Errorf("still there: %s", p)
+		}
+		return nil
+	})
+	eventually(t, timeout+3*time.Second-time.Since(start), "helpers gone and trace flows expired", func() error {
+		return helpersAndFlowsGone(t)
+	})
+	assertNothingLeft(t)
+}
