@@ -293,3 +293,28 @@ func TestCheckInterruptLeavesNothing(t *testing.T) {
 	})
 	assertNothingLeft(t)
 }
+
+// --all-endpoints on the single-trace command: one trace through the
+// Service and one to each endpoint, each reported.
+func TestTraceAllEndpoints(t *testing.T) {
+	f := getTraceFixture(t)
+	cmd := exec.Command("kubectl", "traceflow", "-n", f.ns, "a", "svc/web", "--tcp", "80", "--all-endpoints", "-o", "json")
+	cmd.Env = kubectlEnv()
+	var out, errb strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("exit %v, want 0\n%s%s", err, errb.String(), out.String())
+	}
+	cases := decodeCheck(t, out.String())
+	t.Logf("%s%s", errb.String(), out.String())
+	b := f.pods["b"].Status.PodIP
+	if len(cases) != 2 || !strings.HasSuffix(cases[1].Case, "[endpoint "+b+":80]") {
+		t.Fatalf("want the Service and endpoint %s:80, got %+v", b, cases)
+	}
+	for _, c := range cases {
+		if !c.Passed || c.Verdict != "Delivered" {
+			t.Errorf("%q: %s: %s", c.Case, c.Verdict, c.Message)
+		}
+	}
+	assertNothingLeft(t)
+}

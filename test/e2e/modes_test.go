@@ -93,6 +93,7 @@ var holdsIn = map[string][]string{
 	"TestCheckWrongExpectationFails":  labOnly,
 	"TestCheckBadSuitesCreateNothing": labOnly,
 	"TestCheckInterruptLeavesNothing": labOnly,
+	"TestTraceAllEndpoints":           labOnly,
 }
 
 // labMode is the mode this run brings the lab up in.
