@@ -86,8 +86,7 @@ verdict).`,
 
   # From standard input, one JSON object per trace
   cat smoke.yaml | kubectl traceflow check -f - -o json`,
-		Annotations: map[string]string{cobra.CommandDisplayNameAnnotation: DisplayName + " check"},
-		Args:        noArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.Complete(); err != nil {
 				return err

@@ -127,3 +127,17 @@ func TestAllEndpointsFlag(t *testing.T) {
 		})
 	}
 }
+
+// Help names every subcommand as users type it, once: cobra already puts
+// the parent's display name in front of a subcommand's.
+func TestSubcommandUsageLine(t *testing.T) {
+	for _, sub := range []string{"check", "cleanup", "install", "uninstall", "install-crd", "version"} {
+		r := runCommand(t, []string{sub, "--help"})
+		if r.err != nil {
+			t.Fatalf("%s --help: %v", sub, r.err)
+		}
+		if !strings.Contains(r.stdout, "\n  kubectl traceflow "+sub) || strings.Count(r.stdout, "kubectl traceflow kubectl traceflow") > 0 {
+			t.Errorf("%s --help does not say `kubectl traceflow %s` once:\n%s", sub, sub, r.stdout)
+		}
+	}
+}

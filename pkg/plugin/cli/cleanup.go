@@ -40,8 +40,7 @@ with the trace's timeout.`,
 		Example: `  kubectl traceflow cleanup
   kubectl traceflow cleanup --dry-run
   kubectl traceflow cleanup --helper-namespace traceflow --all-records`,
-		Annotations: map[string]string{cobra.CommandDisplayNameAnnotation: DisplayName + " cleanup"},
-		Args:        noArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return o.Run(cmd.Context())
 		},

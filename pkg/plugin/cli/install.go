@@ -51,8 +51,7 @@ shape. --dry-run prints the manifest instead, for review or
 		Example: `  kubectl traceflow install --group traceflow-users
   kubectl traceflow install --dry-run | kubectl apply -f -
   kubectl traceflow uninstall`,
-		Annotations: map[string]string{cobra.CommandDisplayNameAnnotation: DisplayName + " install"},
-		Args:        noArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.Complete(); err != nil {
 				return err
@@ -76,8 +75,7 @@ app.kubernetes.io/managed-by=kubectl-traceflow are removed: Antrea's CRD, or a
 namespace that existed before install, stay. --dry-run lists what would go.`,
 		Example: `  kubectl traceflow uninstall --dry-run
   kubectl traceflow uninstall`,
-		Annotations: map[string]string{cobra.CommandDisplayNameAnnotation: DisplayName + " uninstall"},
-		Args:        noArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.Complete(); err != nil {
 				return err
