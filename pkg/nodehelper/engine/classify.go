@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/ofproto"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/ovn"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/ovsdb"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/report"
 )
@@ -33,6 +34,50 @@ func Component(tableName string) report.Component {
 		}
 	}
 	return report.ComponentForwarding
+}
+
+// Namer names hops in the words of the pipeline's maker.
+type Namer interface {
+	NameHop(h ofproto.Hop) HopName
+}
+
+// HopName is a hop's name.
+type HopName struct {
+	// Table is the table's or OVN stage's name, "" where it has none.
+	Table string
+	// Where names the hop for a reader: the table's name, the OVN stage
+	// and datapath, or "table N".
+	Where     string
+	Component report.Component
+	// OVN is OVN's account of the hop's flow, where OVN programs the
+	// bridge and its southbound database was read.
+	OVN *ovn.Name
+}
+
+// NameHop names a hop by its table's name.
+func (t TableNames) NameHop(h ofproto.Hop) HopName {
+	return HopName{Table: t[h.Table], Where: t.Name(h.Table), Component: Component(t[h.Table])}
+}
+
+// OVNNames names hops by the OVN rows behind their cookies, and hops
+// whose cookie no row carries (OVN's fixed flows) by their table.
+type OVNNames struct {
+	Tables TableNames
+	Names  *ovn.Names
+}
+
+// NameHop names a hop by OVN's logical flow (stage, datapath) or port
+// binding behind its cookie.
+func (o OVNNames) NameHop(h ofproto.Hop) HopName {
+	if h.NoMatch {
+		return o.Tables.NameHop(h)
+	}
+	n, ok := o.Names.Lookup(h.Cookie, h.Match)
+	if !ok {
+		return o.Tables.NameHop(h)
+	}
+	table := n.Stage
+	return HopName{Table: table, Where: n.Where(), Component: n.Component, OVN: &n}
 }
 
 // TableNames maps table ids to names; unnamed tables are absent.
@@ -136,11 +181,15 @@ func Final(t ofproto.Trace, br *ovsdb.Bridge) (int, Verdict) {
 }
 
 // Observation builds the Antrea-shaped observation of hop i.
-func Observation(h ofproto.Hop, v Verdict, names TableNames) report.Observation {
+func Observation(h ofproto.Hop, v Verdict, names Namer) report.Observation {
+	hn := names.NameHop(h)
 	o := report.Observation{
-		Component:     Component(names[h.Table]),
-		ComponentInfo: names.Name(h.Table),
+		Component:     hn.Component,
+		ComponentInfo: hn.Where,
 		Action:        v.Action,
+	}
+	if hn.OVN != nil && hn.OVN.NetworkPolicy != "" && o.Component == report.ComponentNetworkPolicy {
+		o.NetworkPolicy = hn.OVN.NetworkPolicy
 	}
 	switch v.Action {
 	case report.ActionDelivered:
@@ -158,7 +207,7 @@ func Observation(h ofproto.Hop, v Verdict, names TableNames) report.Observation 
 }
 
 // HopReport is the explanation of hop i for the report.
-func HopReport(i int, h ofproto.Hop, names TableNames, observed bool) report.Hop {
+func HopReport(i int, h ofproto.Hop, names Namer, observed bool) report.Hop {
 	flow := h.Match
 	if h.NoMatch {
 		flow = ""
@@ -167,8 +216,10 @@ func HopReport(i int, h ofproto.Hop, names TableNames, observed bool) report.Hop
 		Index: i, Table: h.Table, Flow: flow, Priority: h.Priority,
 		Actions: h.Actions, NoMatch: h.NoMatch, Observed: observed,
 	}
-	if n, ok := names[h.Table]; ok {
-		r.TableName = n
+	hn := names.NameHop(h)
+	r.TableName = hn.Table
+	if n := hn.OVN; n != nil {
+		r.OVN = &report.OVNHop{Stage: n.Stage, Datapath: n.Datapath, LogicalFlow: n.LogicalFlow, UUID: n.UUID, NBRow: n.NBRow, Object: n.Object}
 	}
 	if !h.NoMatch {
 		r.Cookie = fmt.Sprintf("%#x", h.Cookie)

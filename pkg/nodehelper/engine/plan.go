@@ -195,6 +195,15 @@ func BuildPlan(in PlanInput) (Plan, error) {
 			p.Siblings[i] = cands
 		}
 		for ci, fd := range cands {
+			if fd.Priority == 0xffff {
+				// A copy cannot outrank it, and a copy at the same priority
+				// would overlap it with no rule for which one OVS picks:
+				// the hop is explained by OVS's trace only, and says so.
+				if !p.Watched[i] {
+					p.Skipped[i] = "its flow has priority 65535, which no copy can outrank"
+				}
+				continue
+			}
 			extra, why := tagMatch(fd.Match, in.EthType, in.Tag)
 			if why != "" {
 				// Another flow with the same priority and cookie may be
@@ -212,10 +221,7 @@ func BuildPlan(in PlanInput) (Plan, error) {
 			if in.Mark != 0 && i == in.MarkHop {
 				ca = append(ca, openflow.SetFieldAction(openflow.PktMarkField(in.Mark))...)
 			}
-			prio := fd.Priority
-			if prio < 0xffff {
-				prio++
-			}
+			prio := fd.Priority + 1
 			p.FlowMods = append(p.FlowMods, openflow.CopyFlow(0, fd, openflow.CopySpec{
 				Cookie: in.Cookie | kindCopy, HardTimeout: in.HardTimeout, Priority: prio,
 				ExtraMatch: extra, Prepend: ca,

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/ofproto"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/openflow"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/probe"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/report"
@@ -61,17 +62,8 @@ func Receive(ctx context.Context, c Common) (Outcome, error) {
 	// From here on the packet waits in OVS: be quick, and resume it on
 	// every path so that it is not silently lost.
 	md := pin.Metadata
-	flow := fmt.Sprintf("in_port=%d", md.InPort)
-	if md.HasTunID {
-		flow += fmt.Sprintf(",tun_id=%#x", md.TunID)
-	}
-	if md.TunSrc.IsValid() {
-		flow += ",tun_src=" + md.TunSrc.String()
-	}
-	if md.TunDst.IsValid() {
-		flow += ",tun_dst=" + md.TunDst.String()
-	}
-	received := report.Observation{Component: report.ComponentForwarding, ComponentInfo: s.names.Name(0), Action: report.ActionReceived}
+	flow := fmt.Sprintf("in_port=%d", md.InPort) + tunnelFlow(md)
+	received := report.Observation{Component: report.ComponentForwarding, ComponentInfo: s.names.NameHop(ofproto.Hop{Table: 0, NoMatch: true}).Where, Action: report.ActionReceived}
 	if sum, err := probe.Decode(pin.Packet); err == nil {
 		received.TTL = int32(sum.TTL)
 	}

@@ -52,14 +52,19 @@ type Common struct {
 
 // session is what a trace keeps open.
 type session struct {
-	c      Common
-	br     *ovsdb.Bridge
-	of     *openflow.Session
-	ovs    ofproto.Client
-	names  TableNames
-	cookie uint64
-	ctlID  uint16
-	start  time.Time
+	c     Common
+	br    *ovsdb.Bridge
+	of    *openflow.Session
+	ovs   ofproto.Client
+	names Namer
+	// naming says why hops carry table numbers only, where they do on a
+	// pipeline that has names of its own (OVN's southbound unreadable).
+	naming string
+	// ovnRemote is the node's ovn-remote, "" where OVN does not run.
+	ovnRemote string
+	cookie    uint64
+	ctlID     uint16
+	start     time.Time
 	// foreign counts packet-ins that were not this trace's.
 	foreign int
 	// probeSrcPort is the probe's TCP/UDP source port, 0 where unknown
@@ -116,13 +121,7 @@ func open(ctx context.Context, c Common) (*session, error) {
 	if s.br, err = node.Bridge(c.Bridge); err != nil {
 		return nil, setupErr("%w", err)
 	}
-	if s.br.ProgrammedByOVN() {
-		// Measured on real OVN: the probe's destination MAC, the logical
-		// ports and OVN's Geneve options are not yet read right, and the
-		// verdicts were wrong far more often than right. A trace tool that
-		// guesses is worse than none: say so instead.
-		return nil, setupErr("bridge %s on node %s is programmed by OVN (ovn-controller): this helper does not yet follow OVN's logical pipeline (the probe's router MAC, logical ports, Geneve options), and would guess; it refuses instead. Use ovn-trace or ovnkube-trace for this node meanwhile", c.Bridge, c.Node)
-	}
+	s.ovnRemote = node.ExternalIDs["ovn-remote"]
 	sock, err := ofproto.FindSocket(c.Rundir)
 	if err != nil {
 		return nil, setupErr("%w", err)
@@ -136,9 +135,14 @@ func open(ctx context.Context, c Common) (*session, error) {
 	if err != nil {
 		return nil, setupErr("%w", err)
 	}
-	if s.names, err = readTableNames(ctx, s.of); err != nil {
+	tables, err := readTableNames(ctx, s.of)
+	if err != nil {
 		s.of.Close()
 		return nil, setupErr("%w", err)
+	}
+	s.names = tables
+	if s.ovnRemote != "" {
+		s.names, s.naming = readOVNNames(ctx, tables, s.ovnRemote, c.Logf)
 	}
 	return s, nil
 }
@@ -285,7 +289,7 @@ func (s *session) ready(role report.Role, flows int, port, match string) error {
 	return s.c.Out.Write(report.Line{Type: report.TypeReady, Ready: &report.Ready{
 		Node: s.c.Node, HelperVersion: version.Version, Mode: role, Bridge: s.c.Bridge, Tag: s.c.Tag,
 		Cookie: fmt.Sprintf("%#x", s.cookie), ControllerID: s.ctlID, Flows: flows,
-		SourcePort: port, PortMatch: match,
+		SourcePort: port, PortMatch: match, Naming: s.naming,
 	}})
 }
 
@@ -305,25 +309,25 @@ func (s *session) natTable(t ofproto.Trace, i int) string {
 	for _, h := range t.Hops {
 		for _, a := range h.Actions {
 			if strings.Contains(a, "nat(dst=") {
-				return s.names.Name(h.Table)
+				return s.names.NameHop(h).Where
 			}
 		}
 	}
 	for j := i - 1; j >= 0; j-- {
 		for _, a := range t.Hops[j].Actions {
 			if strings.HasPrefix(a, "group:") {
-				return s.names.Name(t.Hops[j].Table)
+				return s.names.NameHop(t.Hops[j]).Where
 			}
 		}
 	}
 	for j := i - 1; j >= 0; j-- {
 		for _, a := range t.Hops[j].Actions {
 			if strings.HasPrefix(a, "ct(") {
-				return s.names.Name(t.Hops[j].Table)
+				return s.names.NameHop(t.Hops[j]).Where
 			}
 		}
 	}
-	return s.names.Name(t.Hops[i].Table)
+	return s.names.NameHop(t.Hops[i]).Where
 }
 
 func lastTrue(b []bool) int {
@@ -335,12 +339,12 @@ func lastTrue(b []bool) int {
 	return -1
 }
 
-func summary(t ofproto.Trace, final int, v Verdict, names TableNames) string {
+func summary(t ofproto.Trace, final int, v Verdict, names Namer) string {
 	if final < 0 {
 		return "OVS's trace has no hops"
 	}
 	h := t.Hops[final]
-	where := names.Name(h.Table)
+	where := names.NameHop(h).Where
 	port := v.PortName
 	if v.Port != nil {
 		port = v.Port.Name

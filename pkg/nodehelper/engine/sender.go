@@ -47,6 +47,23 @@ func Trace(ctx context.Context, spec TraceSpec) (Outcome, error) {
 	if err != nil {
 		return Outcome{ExitCode: ExitSetup}, setupErr("%w", err)
 	}
+	if spec.DestinationMAC == nil {
+		ip, mac := spec.SourceIP, spec.SourceMAC
+		if !ip.IsValid() {
+			for _, a := range src.PodIPs() {
+				if a.Is4() == spec.Destination.Is4() {
+					ip = a
+					break
+				}
+			}
+		}
+		if mac == nil {
+			mac = src.PodMAC()
+		}
+		if ip.IsValid() && spec.Destination.IsValid() {
+			spec.DestinationMAC = s.answeredMAC(ctx, src, mac, ip, spec.Destination)
+		}
+	}
 	ps, err := probeSpec(s.br, src, spec, s.c.Random())
 	if err != nil {
 		return Outcome{ExitCode: ExitSetup}, setupErr("%w", err)

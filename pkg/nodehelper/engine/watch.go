@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"net/netip"
+	"sort"
 	"strings"
 	"time"
 
@@ -121,7 +122,7 @@ func (s *session) plan(ctx context.Context, p *path, from int, revalidate bool) 
 		}
 	}
 	for i, why := range plan.Skipped {
-		s.c.Logf("hop %d (%s) is explained by OVS's trace only: %s", i, s.names.Name(p.t.Hops[i].Table), why)
+		s.c.Logf("hop %d (%s) is explained by OVS's trace only: %s", i, s.names.NameHop(p.t.Hops[i]).Where, why)
 	}
 	if p.open {
 		catchers, err := s.catchers(p.ethType)
@@ -203,6 +204,7 @@ func (s *session) extend(ctx context.Context, p *path, pin openflow.PacketIn, ta
 	if in := s.br.ByOfport(fmt.Sprint(md.InPort)); in == nil || !in.IsTunnel() {
 		tunnelSet = openflow.SetTunnelActions(md)
 		md.HasTunID, md.TunSrc, md.TunDst = false, netip.Addr{}, netip.Addr{}
+		md.TunMetadata, md.TunFlags, md.HasTunFlags = nil, 0, false
 	}
 	actions := append(append(openflow.SetFieldAction(openflow.PktMarkField(0)), tunnelSet...), openflow.ResubmitAction(table)...)
 	tramp := openflow.NewFlow(s.of.NextXid(), 0, 0xffff, s.cookie|kindTramp, s.c.hardTimeout(), openflow.PktMarkField(markTramp), actions)
@@ -264,15 +266,7 @@ func metadataFlow(md openflow.Metadata, mark uint32) string {
 	if md.HasMeta && md.Meta != 0 {
 		fmt.Fprintf(&b, ",metadata=%#x", md.Meta)
 	}
-	if md.HasTunID {
-		fmt.Fprintf(&b, ",tun_id=%#x", md.TunID)
-	}
-	if md.TunSrc.IsValid() {
-		fmt.Fprintf(&b, ",tun_src=%s", md.TunSrc)
-	}
-	if md.TunDst.IsValid() {
-		fmt.Fprintf(&b, ",tun_dst=%s", md.TunDst)
-	}
+	b.WriteString(tunnelFlow(md))
 	if md.CtState != 0 {
 		// What conntrack told the real packet: OVS's trace of the rest
 		// must see the same state, mark, label and original tuple (OVN
@@ -431,11 +425,43 @@ func (s *session) goal(p *path) (int, Verdict, int) {
 }
 
 func (s *session) finish(res report.NodeResult, p *path, code int, sum string) (Outcome, error) {
-	ex := &report.Explanation{DatapathActions: p.t.DatapathActions, Summary: sum, Trace: p.t.Text}
+	ex := &report.Explanation{DatapathActions: p.t.DatapathActions, Summary: sum, Trace: p.t.Text, Naming: s.naming}
 	for i, h := range p.t.Hops {
 		ex.Hops = append(ex.Hops, HopReport(i, h, s.names, p.observed[i]))
 	}
 	c := code
 	err := s.c.Out.Write(report.Line{Type: report.TypeResult, Result: &res, Explanation: ex, ExitCode: &c})
 	return Outcome{ExitCode: code, Result: res, ForeignPacketIns: s.foreign}, err
+}
+
+// tunnelFlow writes the tunnel metadata a packet arrived with in
+// ofproto/trace's flow syntax: the tunnel id and endpoints, and the Geneve
+// options (tun_metadataN, as the bridge's TLV map numbers them) and flags.
+// A pipeline may keep its own state in the options: OVN carries the
+// logical ingress and egress ports in tun_metadata0, and a trace without
+// them ends in a drop (OVN's table 40) where the real packet is delivered.
+func tunnelFlow(md openflow.Metadata) string {
+	var b strings.Builder
+	if md.HasTunID {
+		fmt.Fprintf(&b, ",tun_id=%#x", md.TunID)
+	}
+	if md.TunSrc.IsValid() {
+		fmt.Fprintf(&b, ",tun_src=%s", md.TunSrc)
+	}
+	if md.TunDst.IsValid() {
+		fmt.Fprintf(&b, ",tun_dst=%s", md.TunDst)
+	}
+	idx := make([]int, 0, len(md.TunMetadata))
+	for i := range md.TunMetadata {
+		idx = append(idx, i)
+	}
+	sort.Ints(idx)
+	for _, i := range idx {
+		fmt.Fprintf(&b, ",tun_metadata%d=0x%x", i, md.TunMetadata[i])
+	}
+	if md.HasTunFlags && md.TunFlags&1 != 0 {
+		// OAM is the only flag OpenFlow sees (FLOW_TNL_PUB_F_MASK).
+		b.WriteString(",tun_flags=+oam")
+	}
+	return b.String()
 }

@@ -239,3 +239,28 @@ func TestFlowModFields(t *testing.T) {
 		t.Fatalf("flags bytes %x, want 0001", m[44:46])
 	}
 }
+
+// A packet-in from a Geneve tunnel carries the options as tun_metadataN
+// (NXM_NX_TUN_METADATA0 is NXM1 field 40) with the length the bridge's TLV
+// map gives them, and tun_flags (field 104).
+func TestDecodeMetadataTunnelOptions(t *testing.T) {
+	md := InPortField(1)
+	md = append(md, oxm(classNXM1, nxmTunMetadata0, []byte{0, 1, 0, 2})...)
+	md = append(md, oxm(classNXM1, nxmTunMetadata0+3, []byte{0xaa})...)
+	md = append(md, oxm(classNXM1, nxmTunFlags, []byte{0, 1})...)
+	// A masked option keeps only the masked bits.
+	masked := oxm(classNXM1, nxmTunMetadata0+5, []byte{0xff, 0xff, 0x0f, 0xf0})
+	masked[2] |= 1
+	md = append(md, masked...)
+	got, err := DecodeMetadata(md)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[int][]byte{0: {0, 1, 0, 2}, 3: {0xaa}, 5: {0x0f, 0xf0}}
+	if d := cmp.Diff(want, got.TunMetadata); d != "" {
+		t.Errorf("tun_metadata (-want +got):\n%s", d)
+	}
+	if !got.HasTunFlags || got.TunFlags != 1 {
+		t.Errorf("tun_flags %#x (set %v), want 0x1", got.TunFlags, got.HasTunFlags)
+	}
+}

@@ -26,22 +26,27 @@ const (
 
 // Nicira fields decoded from packet-in metadata.
 const (
-	nxmTunID      = 16
-	nxmTunIPv4Src = 31
-	nxmTunIPv4Dst = 32
-	nxmCtState    = 105
-	nxmCtZone     = 106
-	nxmCtMark     = 107
-	nxmCtLabel    = 108
-	nxmTunIPv6Src = 109
-	nxmTunIPv6Dst = 110
-	nxmCtNwProto  = 119
-	nxmCtNwSrc    = 120
-	nxmCtNwDst    = 121
-	nxmCtIPv6Src  = 122
-	nxmCtIPv6Dst  = 123
-	nxmCtTpSrc    = 124
-	nxmCtTpDst    = 125
+	nxmTunID = 16
+	// nxmTunMetadata0 is NXM_NX_TUN_METADATA0; 1..63 follow it. Each holds
+	// one Geneve option as the bridge's TLV map places it (OVN keeps its
+	// logical ingress and egress ports in tun_metadata0).
+	nxmTunMetadata0 = 40
+	nxmTunFlags     = 104
+	nxmTunIPv4Src   = 31
+	nxmTunIPv4Dst   = 32
+	nxmCtState      = 105
+	nxmCtZone       = 106
+	nxmCtMark       = 107
+	nxmCtLabel      = 108
+	nxmTunIPv6Src   = 109
+	nxmTunIPv6Dst   = 110
+	nxmCtNwProto    = 119
+	nxmCtNwSrc      = 120
+	nxmCtNwDst      = 121
+	nxmCtIPv6Src    = 122
+	nxmCtIPv6Dst    = 123
+	nxmCtTpSrc      = 124
+	nxmCtTpDst      = 125
 )
 
 // OXMField is one decoded OXM TLV.
@@ -176,6 +181,12 @@ type Metadata struct {
 	// datapath there); HasMeta says the packet-in carried it.
 	Meta    uint64
 	HasMeta bool
+	// TunMetadata holds the Geneve options the packet arrived with, by
+	// tun_metadata index, as many bytes as the bridge's TLV map gives the
+	// option; TunFlags is NXM_NX_TUN_FLAGS (bit 0: OAM).
+	TunMetadata map[int][]byte
+	TunFlags    uint16
+	HasTunFlags bool
 }
 
 // DecodeMetadata reads the fields of a packet-in's metadata that the helper
@@ -222,6 +233,19 @@ func DecodeMetadata(b []byte) (Metadata, error) {
 			m.CtTpSrc = binary.BigEndian.Uint16(v)
 		case f.Class == classNXM1 && f.Field == nxmCtTpDst && len(v) == 2:
 			m.CtTpDst = binary.BigEndian.Uint16(v)
+		case f.Class == classNXM1 && f.Field >= nxmTunMetadata0 && f.Field < nxmTunMetadata0+64 && len(v) > 0:
+			val := append([]byte(nil), v...)
+			for i := range val {
+				if f.HasMask && i < len(f.Mask) {
+					val[i] &= f.Mask[i]
+				}
+			}
+			if m.TunMetadata == nil {
+				m.TunMetadata = map[int][]byte{}
+			}
+			m.TunMetadata[int(f.Field-nxmTunMetadata0)] = val
+		case f.Class == classNXM1 && f.Field == nxmTunFlags && len(v) == 2:
+			m.TunFlags, m.HasTunFlags = binary.BigEndian.Uint16(v), true
 		}
 	}
 	return m, err

@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/netip"
 	"strconv"
+	"strings"
 )
 
 // Tunnel interface types.
@@ -22,11 +23,32 @@ func (p Port) ExternalID(key string) string {
 }
 
 // PodName returns "namespace/name" for a pod's port, or "".
+//
+// OVN-Kubernetes names a pod's logical port NAMESPACE_NAME in the
+// Interface's iface-id. It also binds non-pod ports by iface-id: the
+// node's management port (iface-id k8s-NODE on the internal port
+// ovn-k8s-mp0), gateway ports. Namespaces, pod names and node names are
+// DNS labels or subdomains, which hold no '_': an iface-id is a pod's only
+// where it splits into exactly two parts at one '_', and never on an
+// internal port (a pod's end is a veth or tap, not a port of the bridge's
+// own).
 func (p Port) PodName() string {
 	if ns, name := p.ExternalID("pod-namespace"), p.ExternalID("pod-name"); ns != "" && name != "" {
 		return ns + "/" + name
 	}
-	return p.IfaceExternalIDs["iface-id"]
+	if ns, name, ok := SplitIfaceID(p.IfaceExternalIDs["iface-id"]); ok && p.Type != "internal" {
+		return ns + "/" + name
+	}
+	return ""
+}
+
+// SplitIfaceID splits an OVN-Kubernetes pod's iface-id NAMESPACE_NAME.
+func SplitIfaceID(id string) (namespace, name string, ok bool) {
+	ns, name, ok := strings.Cut(id, "_")
+	if !ok || ns == "" || name == "" || strings.Contains(name, "_") {
+		return "", "", false
+	}
+	return ns, name, true
 }
 
 // ipKeys are the external_ids keys CNIs record a pod's IPs under: Antrea
@@ -43,6 +65,21 @@ func (p Port) PodIPs() []netip.Addr {
 				out = append(out, a)
 			} else if pf, err := netip.ParsePrefix(s); err == nil {
 				out = append(out, pf.Addr())
+			}
+		}
+	}
+	return out
+}
+
+// PodPrefixes returns the recorded IPs that carry a prefix length
+// (OVN-Kubernetes' ip_addresses "10.244.1.5/24"): the pod's on-link
+// subnets, as its interface is configured.
+func (p Port) PodPrefixes() []netip.Prefix {
+	var out []netip.Prefix
+	for _, k := range ipKeys {
+		for _, s := range splitComma(p.ExternalID(k)) {
+			if pf, err := netip.ParsePrefix(s); err == nil {
+				out = append(out, pf)
 			}
 		}
 	}
@@ -185,16 +222,4 @@ func (b *Bridge) Arrivals() []Port {
 		}
 	}
 	return out
-}
-
-// ProgrammedByOVN reports whether OVN's ovn-controller programs the bridge:
-// it marks the interfaces it binds (external_ids ovn-installed) and the
-// tunnels it creates (ovn-chassis-id).
-func (b *Bridge) ProgrammedByOVN() bool {
-	for _, p := range b.Ports {
-		if p.IfaceExternalIDs["ovn-installed"] != "" || p.IfaceExternalIDs["ovn-chassis-id"] != "" {
-			return true
-		}
-	}
-	return false
 }

@@ -42,10 +42,18 @@ type InterfaceRow struct {
 	Options     map[string]string `ovsdb:"options"`
 }
 
+// OpenVSwitchRow is the part of the Open_vSwitch (root) table the helper
+// reads: its external_ids, where OVN's ovn-controller finds its
+// southbound database (ovn-remote).
+type OpenVSwitchRow struct {
+	UUID        string            `ovsdb:"_uuid"`
+	ExternalIDs map[string]string `ovsdb:"external_ids"`
+}
+
 // Snapshot reads every bridge, port and interface once.
 func Snapshot(ctx context.Context, endpoint string) (*Node, error) {
 	dbModel, err := model.NewClientDBModel("Open_vSwitch", map[string]model.Model{
-		"Bridge": &BridgeRow{}, "Port": &PortRow{}, "Interface": &InterfaceRow{},
+		"Open_vSwitch": &OpenVSwitchRow{}, "Bridge": &BridgeRow{}, "Port": &PortRow{}, "Interface": &InterfaceRow{},
 	})
 	if err != nil {
 		return nil, err
@@ -66,7 +74,9 @@ func Snapshot(ctx context.Context, endpoint string) (*Node, error) {
 	var b BridgeRow
 	var p PortRow
 	var i InterfaceRow
+	var o OpenVSwitchRow
 	if _, err := c.Monitor(ctx, c.NewMonitor(
+		client.WithTable(&o, &o.UUID, &o.ExternalIDs),
 		client.WithTable(&b, &b.UUID, &b.Name, &b.Ports, &b.DatapathType, &b.Protocols),
 		client.WithTable(&p, &p.UUID, &p.Name, &p.Interfaces, &p.ExternalIDs),
 		client.WithTable(&i, &i.UUID, &i.Name, &i.Type, &i.Ofport, &i.MACInUse, &i.ExternalIDs, &i.Options),
@@ -76,17 +86,24 @@ func Snapshot(ctx context.Context, endpoint string) (*Node, error) {
 	var bridges []BridgeRow
 	var ports []PortRow
 	var ifaces []InterfaceRow
-	for _, l := range []any{&bridges, &ports, &ifaces} {
+	var roots []OpenVSwitchRow
+	for _, l := range []any{&bridges, &ports, &ifaces, &roots} {
 		if err := c.List(ctx, l); err != nil {
 			return nil, fmt.Errorf("read OVSDB: %w", err)
 		}
 	}
-	return Build(bridges, ports, ifaces), nil
+	n := Build(bridges, ports, ifaces)
+	if len(roots) > 0 {
+		n.ExternalIDs = roots[0].ExternalIDs
+	}
+	return n, nil
 }
 
 // Node is the OVS layout of a node.
 type Node struct {
 	Bridges []Bridge
+	// ExternalIDs are the Open_vSwitch row's (ovn-remote, system-id...).
+	ExternalIDs map[string]string
 }
 
 // Bridge is one bridge with its ports.

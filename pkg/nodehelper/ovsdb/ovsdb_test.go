@@ -79,20 +79,36 @@ func TestArrivals(t *testing.T) {
 	}
 }
 
-func TestProgrammedByOVN(t *testing.T) {
+func TestPodName(t *testing.T) {
+	for name, tc := range map[string]struct {
+		port Port
+		want string
+	}{
+		"antrea's pod-namespace and pod-name":      {Port{PortExternalIDs: map[string]string{"pod-namespace": "demo", "pod-name": "web"}}, "demo/web"},
+		"ovn-kubernetes' iface-id NAMESPACE_POD":   {Port{IfaceExternalIDs: map[string]string{"iface-id": "demo_db"}}, "demo/db"},
+		"ovn-kubernetes' management port k8s-NODE": {Port{Name: "ovn-k8s-mp0", Type: "internal", IfaceExternalIDs: map[string]string{"iface-id": "k8s-tf-node-1"}}, ""},
+		"an iface-id with '_' on an internal port": {Port{Type: "internal", IfaceExternalIDs: map[string]string{"iface-id": "demo_db"}}, ""},
+		"an iface-id with two '_'":                 {Port{IfaceExternalIDs: map[string]string{"iface-id": "net_demo_db"}}, ""},
+		"an iface-id with an empty part":           {Port{IfaceExternalIDs: map[string]string{"iface-id": "_db"}}, ""},
+		"nothing":                                  {Port{}, ""},
+	} {
+		if got := tc.port.PodName(); got != tc.want {
+			t.Errorf("%s: PodName() = %q, want %q", name, got, tc.want)
+		}
+	}
+}
+
+func TestPodPrefixes(t *testing.T) {
 	br, err := testNode().Bridge("br-int")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if br.ProgrammedByOVN() {
-		t.Error("a bridge without OVN's marks counts as OVN's")
+	p, _, _ := br.FindPod("demo", "db")
+	if got := p.PodPrefixes(); len(got) != 1 || got[0] != netip.MustParsePrefix("10.0.0.6/24") {
+		t.Errorf("OVN-Kubernetes' ip_addresses: prefixes %v, want [10.0.0.6/24]", got)
 	}
-	for i := range br.Ports {
-		if br.Ports[i].Name == "ovnk-pod" {
-			br.Ports[i].IfaceExternalIDs["ovn-installed"] = "true"
-		}
-	}
-	if !br.ProgrammedByOVN() {
-		t.Error("a bridge with an ovn-installed interface does not count as OVN's")
+	a, _, _ := br.FindPod("demo", "web")
+	if got := a.PodPrefixes(); len(got) != 0 {
+		t.Errorf("Antrea's ip records no prefix: got %v", got)
 	}
 }

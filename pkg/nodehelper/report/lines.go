@@ -69,6 +69,10 @@ type Ready struct {
 	// helper found it (sender only).
 	SourcePort string `json:"sourcePort,omitempty"`
 	PortMatch  string `json:"portMatch,omitempty"`
+	// Naming says why the hops carry table numbers only where the
+	// pipeline has names of its own that the helper could not read (OVN's
+	// southbound database out of reach).
+	Naming string `json:"naming,omitempty"`
 }
 
 // Hop is OVS's account of one table visit.
@@ -85,6 +89,24 @@ type Hop struct {
 	// Observed is true when the real probe reported from this hop; false
 	// where only OVS's trace accounts for it.
 	Observed bool `json:"observed"`
+	// OVN is OVN's account of the flow, on a bridge OVN programs.
+	OVN *OVNHop `json:"ovn,omitempty"`
+}
+
+// OVNHop is the OVN row behind a hop's flow (its cookie is the first 32
+// bits of the row's UUID).
+type OVNHop struct {
+	// Stage is the logical flow's stage (ls_in_acl, lr_in_ip_routing...).
+	Stage string `json:"stage,omitempty"`
+	// Datapath is the logical switch or router.
+	Datapath string `json:"datapath,omitempty"`
+	// LogicalFlow is the southbound logical flow (or port binding).
+	LogicalFlow string `json:"logicalFlow,omitempty"`
+	UUID        string `json:"uuid,omitempty"`
+	// NBRow is the northbound ACL or load balancer behind the stage-hint.
+	NBRow string `json:"nbRow,omitempty"`
+	// Object is the Kubernetes object OVN-Kubernetes recorded on NBRow.
+	Object string `json:"object,omitempty"`
 }
 
 // Explanation is the whole path on a node as OVS traced it.
@@ -96,6 +118,9 @@ type Explanation struct {
 	Summary string `json:"summary,omitempty"`
 	// Trace is the text of ofproto/trace, for the curious.
 	Trace string `json:"trace,omitempty"`
+	// Naming says how the hops are named where that is not by the
+	// pipeline's own words: why they carry table numbers only.
+	Naming string `json:"naming,omitempty"`
 }
 
 // ErrorCode classifies an error line.

@@ -97,7 +97,7 @@ func (o *TraceOptions) trace(ctx context.Context, c *Clients, res *resolve.Resul
 		r.InUse = antreaTags(c.Traceflows)
 	}
 	ho, err := r.Run(ctx, helpermode.Config{
-		Namespace: o.helperNamespace, Image: o.helperImage, OVSRunDir: o.ovsRunDir, Bridge: o.bridge,
+		Namespace: o.helperNamespace, Image: o.helperImage, OVSRunDir: o.ovsRunDir, OVNRunDir: o.ovnRunDir, Bridge: o.bridge,
 		Timeout: o.timeout, Keep: o.keep,
 		ParallelStart: len(receivers) > 0 && c.RESTConfig != nil && canAttach(ctx, c.Kube, o.helperNamespace),
 	}, helpermode.Plan{

@@ -33,7 +33,11 @@ func policyExplainer(cs kubernetes.Interface, res *resolve.Result) func(context.
 		ctx, cancel := context.WithTimeout(ctx, explainDropBudget)
 		defer cancel()
 		dir := policy.Ingress
-		if strings.Contains(o.ComponentInfo, "Egress") {
+		// Antrea's egress tables say Egress; OVN applies a pod's egress
+		// (from-lport) ACLs in a switch's ingress pipeline (ls_in_acl,
+		// ls_in_acl_after_lb) and its ingress (to-lport) ACLs in the egress
+		// pipeline (ls_out_acl).
+		if strings.Contains(o.ComponentInfo, "Egress") || strings.HasPrefix(o.ComponentInfo, "ls_in_") {
 			dir = policy.Egress
 		}
 		src, ok := endpointByName(ctx, cs, res.Source.Namespace, res.Source.Name, res.Source.IP)

@@ -40,6 +40,16 @@ func TestPolicyExplainerNamesTheIsolatingPolicy(t *testing.T) {
 		!strings.Contains(got.NetworkPolicyRule, "TCP 80 from default/pod-a") {
 		t.Fatalf("got %+v", got)
 	}
+	// OVN names the stage: ls_out_acl holds a pod's ingress ACLs,
+	// ls_in_acl and ls_in_acl_after_lb its egress ACLs (none here).
+	ovnIngress := report.Observation{Component: report.ComponentNetworkPolicy, ComponentInfo: "ls_out_acl (node-2)", Action: report.ActionDropped}
+	if got := explain(context.Background(), nil, ovnIngress); got.NetworkPolicy != "default/deny-web" {
+		t.Errorf("OVN's ls_out_acl drop: %+v", got)
+	}
+	ovnEgress := report.Observation{Component: report.ComponentNetworkPolicy, ComponentInfo: "ls_in_acl_after_lb (node-1)", Action: report.ActionDropped}
+	if got := explain(context.Background(), nil, ovnEgress); got.NetworkPolicy != "" {
+		t.Errorf("OVN's ls_in_acl_after_lb drop read as the destination's ingress: %+v", got)
+	}
 	// A drop elsewhere (routing) is left alone.
 	routing := report.Observation{Component: report.ComponentRouting, Action: report.ActionDropped}
 	if got := explain(context.Background(), []outcome.TimedHop{}, routing); got != routing {

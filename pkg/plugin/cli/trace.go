@@ -70,6 +70,7 @@ type TraceOptions struct {
 	helperImage      string
 	helperNamespace  string
 	ovsRunDir        string
+	ovnRunDir        string
 	bridge           string
 	changed          func(name string) bool
 
@@ -86,7 +87,7 @@ func newTraceCommand(streams genericiooptions.IOStreams, deps Deps, cf *genericc
 		ttl: traceflow.DefaultTTL, timeout: traceflow.DefaultTimeoutSeconds * time.Second,
 		tcpFlags: traceflow.TCPFlagSYN, engine: "auto", expect: "delivered", color: "auto",
 		helperImage: DefaultHelperImage(), helperNamespace: install.DefaultNamespace,
-		ovsRunDir: helperpod.DefaultOVSRunDir, bridge: helperpod.DefaultBridge}
+		ovsRunDir: helperpod.DefaultOVSRunDir, ovnRunDir: helperpod.OVNRunDir, bridge: helperpod.DefaultBridge}
 	cmd := &cobra.Command{
 		Use:         "traceflow SRC DST [--tcp PORT | --udp PORT | --icmp]",
 		Short:       "Trace a packet from a pod to a pod, Service or IP through the Open vSwitch dataplane",
@@ -130,6 +131,7 @@ func (o *TraceOptions) addFlags(cmd *cobra.Command) {
 	f.StringVar(&o.helperNamespace, "helper-namespace", o.helperNamespace,
 		"namespace for the helper pods and tag claims; it must allow privileged pods (PodSecurity)")
 	f.StringVar(&o.ovsRunDir, "ovs-rundir", o.ovsRunDir, "the nodes' Open vSwitch run directory (db.sock, BRIDGE.mgmt)")
+	f.StringVar(&o.ovnRunDir, "ovn-rundir", o.ovnRunDir, "the nodes' OVN run directory, where OVN-Kubernetes keeps the southbound and northbound databases' sockets (hops are named by OVN's logical flows)")
 	f.StringVar(&o.bridge, "bridge", o.bridge, "the OVS bridge that carries pod traffic")
 	f.Var(&enumValue{&o.expect, []string{"delivered", "dropped", "rejected", "any"}}, "expect",
 		"the verdict that exits 0; another verdict exits 2")

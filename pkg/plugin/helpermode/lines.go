@@ -55,6 +55,9 @@ func (t *tracer) onLine(ctx context.Context, m lineMsg) *ending {
 			t.r.Emit(outcome.Warning{At: outcome.At{Time: at}, Node: h.node, Message: fmt.Sprintf(
 				"helper %s differs from plugin %s: the report format may not match; use --helper-image with the plugin's version", v, t.r.Version)})
 		}
+		if n := l.Ready.Naming; n != "" {
+			t.r.Emit(outcome.Warning{At: outcome.At{Time: at}, Node: h.node, Message: n})
+		}
 		if h == t.sender {
 			// The sender injects as soon as its flows are in: its ready
 			// line is the moment of injection, give or take microseconds.

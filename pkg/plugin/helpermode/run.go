@@ -25,8 +25,10 @@ type Config struct {
 	Image      string
 	PullPolicy corev1.PullPolicy
 	OVSRunDir  string
-	Bridge     string
-	Timeout    time.Duration
+	// OVNRunDir is the nodes' OVN run directory ("" for /var/run/ovn).
+	OVNRunDir string
+	Bridge    string
+	Timeout   time.Duration
 	// Keep leaves the Traceflow record in place after the trace.
 	Keep bool
 	// ParallelStart starts the sender together with the receivers and
@@ -224,7 +226,7 @@ func (t *tracer) create(ctx context.Context, h *helper, role helperpod.Role) err
 	}
 	pod, err := helperpod.Build(helperpod.Params{
 		TraceName: t.plan.Trace, Namespace: t.cfg.Namespace, Node: h.node, Role: role,
-		Image: t.cfg.Image, PullPolicy: t.cfg.PullPolicy, OVSRunDir: t.cfg.OVSRunDir,
+		Image: t.cfg.Image, PullPolicy: t.cfg.PullPolicy, OVSRunDir: t.cfg.OVSRunDir, OVNRunDir: t.cfg.OVNRunDir,
 		Bridge: t.cfg.Bridge, Tag: t.tag, Timeout: t.cfg.Timeout, Args: args,
 		WaitForGo: role == helperpod.RoleSender && t.parallel,
 	})

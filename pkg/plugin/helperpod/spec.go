@@ -32,6 +32,13 @@ const (
 	// ovsMountPath is where the node's OVS run directory appears in the pod.
 	// The helper is told this path, so it does not depend on the host layout.
 	ovsMountPath = "/var/run/openvswitch"
+	// OVNRunDir is where OVN keeps its sockets on a node: OVN-Kubernetes'
+	// interconnect mode runs the node's own southbound and northbound
+	// databases there (ovnsb_db.sock, ovnnb_db.sock), and
+	// Open_vSwitch external_ids:ovn-remote names the southbound one. The
+	// helper reads them to name hops by OVN's logical flows; it is mounted
+	// read-only at the same path, so that ovn-remote means the same inside.
+	OVNRunDir = "/var/run/ovn"
 )
 
 // Role says what a helper does on its node.
@@ -55,6 +62,9 @@ type Params struct {
 	PullPolicy corev1.PullPolicy
 	// OVSRunDir is the node's OVS run directory (hostPath).
 	OVSRunDir string
+	// OVNRunDir is the node's OVN run directory (hostPath), "" for
+	// OVNRunDir; it appears at OVNRunDir in the pod.
+	OVNRunDir string
 	Bridge    string
 	Tag       uint8
 	// Timeout is the trace's timeout; the pod's deadline is derived from it.
@@ -90,6 +100,10 @@ func Build(p Params) (*corev1.Pod, error) {
 	}
 	if p.Timeout <= 0 {
 		return nil, fmt.Errorf("helper pod needs a positive timeout")
+	}
+	ovnDir := p.OVNRunDir
+	if ovnDir == "" {
+		ovnDir = OVNRunDir
 	}
 	runDir := p.OVSRunDir
 	if runDir == "" {
@@ -198,6 +212,10 @@ func Build(p Params) (*corev1.Pod, error) {
 					// Connecting to a unix socket needs no write on the
 					// directory that holds it; the helper creates nothing there.
 					ReadOnly: true,
+				}, {
+					Name:      "ovn-run",
+					MountPath: OVNRunDir,
+					ReadOnly:  true,
 				}},
 			}},
 			Volumes: []corev1.Volume{{
@@ -208,6 +226,15 @@ func Build(p Params) (*corev1.Pod, error) {
 					// must fail to start the pod rather than get an empty
 					// directory created on it.
 					Type: &hostPathType,
+				}},
+			}, {
+				Name: "ovn-run",
+				VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{
+					Path: ovnDir,
+					// Unset: no check, so that a node without OVN starts
+					// the helper all the same (it then finds no ovn-remote
+					// and names hops by their tables).
+					Type: ptr.To(corev1.HostPathUnset),
 				}},
 			}},
 		},

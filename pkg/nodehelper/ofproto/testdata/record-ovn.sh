@@ -97,6 +97,12 @@ $NB lb-add rec-svc1 172.31.200.11:80 172.31.20.6:80 tcp
 for lb in rec-svc rec-svc1; do
   $NB ls-lb-add rec-node1 $lb; $NB ls-lb-add rec-node2 $lb; $NB lr-lb-add ovn_cluster_router $lb
 done
+# The Kubernetes objects behind the rows, in OVN-Kubernetes' external_ids.
+for u in $($NB --bare --columns=_uuid list ACL); do
+  $NB set ACL "$u" 'external_ids:"k8s.ovn.org/owner-type"=NetworkPolicy' 'external_ids:"k8s.ovn.org/name"="rec:deny-b"'
+done
+$NB set Load_Balancer rec-svc 'external_ids:"k8s.ovn.org/owner-type"=Service' 'external_ids:"k8s.ovn.org/name"="rec/svc"'
+$NB set Load_Balancer rec-svc1 'external_ids:"k8s.ovn.org/owner-type"=Service' 'external_ids:"k8s.ovn.org/name"="rec/svc1"'
 $NB --wait=hv --timeout=30 sync
 sleep 1
 
@@ -120,6 +126,19 @@ for dport in 80 81 82; do
   case $dport in 80) name=ovn-receiver;; 81) name=ovn-acl-drop;; 82) name=ovn-acl-reject;; esac
   app 2 ofproto/trace br-int "$flow" > $OUT/$name.txt
 done
+# What pod A's ARP for its gateway and for pod C (on-link) is answered
+# with: OVN's switch answers both itself.
+ARP="arp,dl_src=$(mac 172.31.10.5),dl_dst=ff:ff:ff:ff:ff:ff,arp_op=1,arp_spa=172.31.10.5,arp_sha=$(mac 172.31.10.5),arp_tha=00:00:00:00:00:00"
+app 1 ofproto/trace br-int "in_port=$A,$ARP,arp_tpa=172.31.10.1" > $OUT/ovn-arp-gateway.txt
+app 1 ofproto/trace br-int "in_port=$A,$ARP,arp_tpa=172.31.10.7" > $OUT/ovn-arp-onlink.txt
+# The southbound and northbound rows behind the cookies, as they were
+# when the traces above were taken (engine's naming tests read them).
+$SB -f json --columns=_uuid,logical_datapath,logical_dp_group,pipeline,table_id,priority,match,actions,external_ids list Logical_Flow > $OUT/ovn-sb-logical-flow.json
+$SB -f json --columns=_uuid,tunnel_key,external_ids list Datapath_Binding > $OUT/ovn-sb-datapath-binding.json
+$SB -f json --columns=_uuid,datapaths list Logical_DP_Group > $OUT/ovn-sb-logical-dp-group.json
+$SB -f json --columns=_uuid,logical_port,type,datapath list Port_Binding > $OUT/ovn-sb-port-binding.json
+$NB -f json --columns=_uuid,direction,priority,match,action,external_ids list ACL > $OUT/ovn-nb-acl.json
+$NB -f json --columns=_uuid,name,external_ids list Load_Balancer > $OUT/ovn-nb-load-balancer.json
 app 1 dpif/show > $OUT/dpif-show-ovn-n1.txt
 app 2 dpif/show > $OUT/dpif-show-ovn-n2.txt
 node 1 ovs-vsctl --columns=name,ofport,external_ids list interface > $OUT/ovn-n1-interfaces.txt

@@ -1,0 +1,124 @@
+package ovn
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/ovn-kubernetes/libovsdb/client"
+	"github.com/ovn-kubernetes/libovsdb/model"
+)
+
+// Endpoints says where the southbound and northbound databases are, from
+// the southbound remote that ovn-controller uses (Open_vSwitch
+// external_ids:ovn-remote), or why the helper cannot read them. The
+// northbound database is looked for beside the southbound one: the
+// ovnnb_db.sock next to a unix ovnsb_db.sock (OVN-Kubernetes'
+// interconnect mode runs both on every node), port 6641 of a tcp remote on
+// 6642.
+func Endpoints(remote string) (sb, nb string, err error) {
+	if remote == "" {
+		return "", "", fmt.Errorf("the node's Open_vSwitch row has no external_ids:ovn-remote")
+	}
+	// ovn-remote may list several remotes; the first is enough.
+	first := strings.Split(remote, ",")[0]
+	switch {
+	case strings.HasPrefix(first, "unix:"):
+		path := strings.TrimPrefix(first, "unix:")
+		return first, "unix:" + filepath.Join(filepath.Dir(path), "ovnnb_db.sock"), nil
+	case strings.HasPrefix(first, "tcp:"):
+		nb := first
+		if strings.HasSuffix(first, ":6642") {
+			nb = strings.TrimSuffix(first, ":6642") + ":6641"
+		}
+		return first, nb, nil
+	case strings.HasPrefix(first, "ssl:"):
+		return "", "", fmt.Errorf("the southbound database %s is reached over TLS, with ovn-controller's client certificate, which the helper does not have", first)
+	}
+	return "", "", fmt.Errorf("ovn-remote %q is not a unix, tcp or ssl remote", remote)
+}
+
+// Read reads the rows the names need: the southbound database must answer;
+// the northbound one adds ACL and load-balancer rows where it does
+// (db.NBUnread says why not).
+func Read(ctx context.Context, sb, nb string, timeout time.Duration) (db DB, err error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	sbModel, err := model.NewClientDBModel("OVN_Southbound", map[string]model.Model{
+		"Logical_Flow": &LogicalFlow{}, "Datapath_Binding": &DatapathBinding{}, "Logical_DP_Group": &DPGroup{}, "Port_Binding": &PortBinding{},
+	})
+	if err != nil {
+		return db, err
+	}
+	c, err := connect(ctx, sbModel, sb)
+	if err != nil {
+		return db, fmt.Errorf("connect to the southbound database at %s: %w", sb, err)
+	}
+	defer c.Close()
+	var lf LogicalFlow
+	var dp DatapathBinding
+	var g DPGroup
+	var pb PortBinding
+	if _, err := c.Monitor(ctx, c.NewMonitor(
+		client.WithTable(&lf, &lf.UUID, &lf.LogicalDatapath, &lf.LogicalDPGroup, &lf.Pipeline, &lf.TableID, &lf.Priority, &lf.Match, &lf.Actions, &lf.ExternalIDs),
+		client.WithTable(&dp, &dp.UUID, &dp.TunnelKey, &dp.ExternalIDs),
+		client.WithTable(&g, &g.UUID, &g.Datapaths),
+		client.WithTable(&pb, &pb.UUID, &pb.LogicalPort, &pb.Type, &pb.Datapath),
+	)); err != nil {
+		return db, fmt.Errorf("read the southbound database: %w", err)
+	}
+	for _, l := range []any{&db.LogicalFlows, &db.Datapaths, &db.DPGroups, &db.PortBindings} {
+		if err := c.List(ctx, l); err != nil {
+			return db, fmt.Errorf("read the southbound database: %w", err)
+		}
+	}
+	var nbErr error
+	if db.ACLs, db.LoadBalancers, nbErr = readNB(ctx, nb); nbErr != nil {
+		db.NBUnread = nbErr.Error()
+	}
+	return db, nil
+}
+
+func readNB(ctx context.Context, nb string) ([]ACL, []LoadBalancer, error) {
+	nbModel, err := model.NewClientDBModel("OVN_Northbound", map[string]model.Model{"ACL": &ACL{}, "Load_Balancer": &LoadBalancer{}})
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := connect(ctx, nbModel, nb)
+	if err != nil {
+		return nil, nil, fmt.Errorf("connect to the northbound database at %s: %w", nb, err)
+	}
+	defer c.Close()
+	var a ACL
+	var l LoadBalancer
+	if _, err := c.Monitor(ctx, c.NewMonitor(
+		client.WithTable(&a, &a.UUID, &a.Direction, &a.Priority, &a.Match, &a.Action, &a.ExternalIDs),
+		client.WithTable(&l, &l.UUID, &l.Name, &l.ExternalIDs),
+	)); err != nil {
+		return nil, nil, fmt.Errorf("read the northbound database: %w", err)
+	}
+	var acls []ACL
+	var lbs []LoadBalancer
+	if err := c.List(ctx, &acls); err != nil {
+		return nil, nil, err
+	}
+	if err := c.List(ctx, &lbs); err != nil {
+		return nil, nil, err
+	}
+	return acls, lbs, nil
+}
+
+func connect(ctx context.Context, m model.ClientDBModel, endpoint string) (client.Client, error) {
+	discard := logr.Discard()
+	c, err := client.NewOVSDBClient(m, client.WithEndpoint(endpoint), client.WithLogger(&discard))
+	if err != nil {
+		return nil, err
+	}
+	if err := c.Connect(ctx); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
