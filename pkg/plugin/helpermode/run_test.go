@@ -404,3 +404,28 @@ func TestGatewayRoutedDestinationWaitsForItsNode(t *testing.T) {
 		})
 	}
 }
+
+// A helper that cannot read the pipeline's own names (OVN's southbound
+// database out of reach) says why in its ready line; the view shows it.
+func TestNamingNoteWarns(t *testing.T) {
+	const why = "OVN programs this bridge, but its southbound database cannot be read"
+	h := newHarness(func(f *fakeCluster, p *corev1.Pod) {
+		f.run(p)
+		l := readyLine(report.RoleSender)
+		l.Ready.Naming = why
+		f.write(p, l, obsLine(delivered, 12, "", "priority=200,reg1=0x4"), resultLine("n1", report.RoleSender, 0, delivered))
+		f.end(p)
+	})
+	if _, err := h.runner.Run(context.Background(), cfg(), plan()); err != nil {
+		t.Fatal(err)
+	}
+	warned := 0
+	for _, u := range h.updates {
+		if w, ok := u.(outcome.Warning); ok && w.Message == why {
+			warned++
+		}
+	}
+	if warned != 1 {
+		t.Fatalf("want one warning with the helper's naming note, got %d", warned)
+	}
+}
