@@ -47,22 +47,8 @@ func Trace(ctx context.Context, spec TraceSpec) (Outcome, error) {
 	if err != nil {
 		return Outcome{ExitCode: ExitSetup}, setupErr("%w", err)
 	}
-	if spec.DestinationMAC == nil {
-		ip, mac := spec.SourceIP, spec.SourceMAC
-		if !ip.IsValid() {
-			for _, a := range src.PodIPs() {
-				if a.Is4() == spec.Destination.Is4() {
-					ip = a
-					break
-				}
-			}
-		}
-		if mac == nil {
-			mac = src.PodMAC()
-		}
-		if ip.IsValid() && spec.Destination.IsValid() {
-			spec.DestinationMAC = s.answeredMAC(ctx, src, mac, ip, spec.Destination)
-		}
+	if ip, mac := sourceAddrs(src, spec); spec.DestinationMAC == nil && ip.IsValid() && spec.Destination.IsValid() {
+		spec.DestinationMAC = s.answeredMAC(ctx, src, mac, ip, spec.Destination)
 	}
 	ps, err := probeSpec(s.br, src, spec, s.c.Random())
 	if err != nil {
@@ -140,21 +126,9 @@ func probeSpec(br *ovsdb.Bridge, src *ovsdb.Port, spec TraceSpec, random uint32)
 	if !ps.DstIP.IsValid() {
 		return ps, fmt.Errorf("--destination is required")
 	}
-	ps.SrcIP = spec.SourceIP
-	if !ps.SrcIP.IsValid() {
-		for _, a := range src.PodIPs() {
-			if a.Is4() == ps.DstIP.Is4() {
-				ps.SrcIP = a
-				break
-			}
-		}
-	}
+	ps.SrcIP, ps.SrcMAC = sourceAddrs(src, spec)
 	if !ps.SrcIP.IsValid() {
 		return ps, fmt.Errorf("port %s records no %s address in external_ids (ip, ip_addresses or ip-address): pass --source-ip", src.Name, family(ps.DstIP))
-	}
-	ps.SrcMAC = spec.SourceMAC
-	if ps.SrcMAC == nil {
-		ps.SrcMAC = src.PodMAC()
 	}
 	if ps.SrcMAC == nil {
 		return ps, fmt.Errorf("port %s records no pod MAC in external_ids (mac, attached_mac or attached-mac): pass --source-mac", src.Name)
@@ -177,6 +151,24 @@ func probeSpec(br *ovsdb.Bridge, src *ovsdb.Port, spec TraceSpec, random uint32)
 		ps.SrcPort = 49152 + uint16(random%16384) //nolint:gosec // bounded
 	}
 	return ps, nil
+}
+
+// sourceAddrs is the probe's source IP (of the destination's family) and
+// MAC: the flags', else what the CNI recorded for the source port.
+func sourceAddrs(src *ovsdb.Port, spec TraceSpec) (netip.Addr, net.HardwareAddr) {
+	ip, mac := spec.SourceIP, spec.SourceMAC
+	if !ip.IsValid() {
+		for _, a := range src.PodIPs() {
+			if a.Is4() == spec.Destination.Is4() {
+				ip = a
+				break
+			}
+		}
+	}
+	if mac == nil {
+		mac = src.PodMAC()
+	}
+	return ip, mac
 }
 
 func family(a netip.Addr) string {
