@@ -66,7 +66,7 @@ func Read(ctx context.Context, sb, nb string, timeout time.Duration) (db DB, err
 		client.WithTable(&lf, &lf.UUID, &lf.LogicalDatapath, &lf.LogicalDPGroup, &lf.Pipeline, &lf.TableID, &lf.Priority, &lf.Match, &lf.Actions, &lf.ExternalIDs),
 		client.WithTable(&dp, &dp.UUID, &dp.TunnelKey, &dp.ExternalIDs),
 		client.WithTable(&g, &g.UUID, &g.Datapaths),
-		client.WithTable(&pb, &pb.UUID, &pb.LogicalPort, &pb.Type, &pb.Datapath),
+		client.WithTable(&pb, &pb.UUID, &pb.LogicalPort, &pb.Type, &pb.Datapath, &pb.TunnelKey),
 	)); err != nil {
 		return db, fmt.Errorf("read the southbound database: %w", err)
 	}

@@ -44,6 +44,10 @@ type PortBinding struct {
 	LogicalPort string `ovsdb:"logical_port" json:"logicalPort"`
 	Type        string `ovsdb:"type" json:"type"`
 	Datapath    string `ovsdb:"datapath" json:"datapath"`
+	// TunnelKey is read because libovsdb monitors a table's index columns
+	// (Port_Binding's [datapath, tunnel_key]) whatever is asked for, and
+	// fails on a column the model lacks.
+	TunnelKey int `ovsdb:"tunnel_key" json:"tunnelKey"`
 }
 
 // ACL is the part of the northbound ACL table read.
