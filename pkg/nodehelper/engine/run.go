@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"net/netip"
 	"path/filepath"
 	"strings"
 	"time"
@@ -70,6 +71,8 @@ type session struct {
 	// probeSrcPort is the probe's TCP/UDP source port, 0 where unknown
 	// (on a receiver).
 	probeSrcPort uint16
+	// probeSrcIP is the probe's source address, where this node sent it.
+	probeSrcIP netip.Addr
 	// ignored counts tagged packets that were not the probe (a reply
 	// whose DSCP the replier copied from the probe).
 	ignored int

@@ -54,7 +54,7 @@ func Trace(ctx context.Context, spec TraceSpec) (Outcome, error) {
 	if err != nil {
 		return Outcome{ExitCode: ExitSetup}, setupErr("%w", err)
 	}
-	s.probeSrcPort = ps.SrcPort
+	s.probeSrcPort, s.probeSrcIP = ps.SrcPort, ps.SrcIP
 	pkt, err := probe.Build(ps)
 	if err != nil {
 		return Outcome{ExitCode: ExitSetup}, setupErr("%w", err)
