@@ -200,17 +200,3 @@ func ovnMAC(t testing.TB, ip string) string {
 	b := a.As4()
 	return fmt.Sprintf("0a:58:%02x:%02x:%02x:%02x", b[0], b[1], b[2], b[3])
 }
-
-// Until the helper follows OVN's logical pipeline (issue 13), it says so on
-// an OVN node instead of guessing: exit 4, the reason named, nothing left.
-func TestTraceOnOVNRefusesToGuess(t *testing.T) {
-	requireLab(t)
-	ns := namespace(t, "ovn-refuse")
-	apply(t, podSpec(ns, "a", labNodes[0].name, nil)+podSpec(ns, "b", labNodes[1].name, nil))
-	waitPods(t, ns, "a", "b")
-	r := runTrace(t, "-n", ns, "a", "b", "--tcp", "80", "--engine", "helper")
-	if r.code != 4 || !strings.Contains(r.stderr, "programmed by OVN") {
-		t.Errorf("exit %d, want 4 with the reason (programmed by OVN):\n%s", r.code, r.stderr)
-	}
-	assertNothingLeft(t)
-}

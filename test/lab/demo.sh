@@ -16,21 +16,15 @@ kubectl wait --for=condition=Ready pod/pod-a pod/pod-b pod/pod-c --timeout=120s 
 
 cni=$(cat "${TFLAB_STATE:-/run/traceflow-lab}/cni" 2>/dev/null || echo lab)
 if [ "$cni" = ovn ]; then
-  # OVN mode: real OVN shaped as OVN-Kubernetes. Real traffic first; the
-  # helper does not follow OVN's logical pipeline yet and says so rather
-  # than guess (exit 4).
+  # OVN mode: real OVN shaped as OVN-Kubernetes. Real traffic first, then
+  # the same flows traced; the hops are named by OVN's logical flows (stage
+  # and datapath), the drop by the ACL's stage and the NetworkPolicy.
   ip_b=$(kubectl get pod pod-b -o jsonpath='{.status.podIP}')
   ip_c=$(kubectl get pod pod-c -o jsonpath='{.status.podIP}')
   say "kubectl exec pod-a -- /workload get http://$ip_b/   # real traffic over OVN"
   kubectl exec pod-a -- /workload get -timeout 2s "http://$ip_b/"
   say "kubectl exec pod-a -- /workload get http://$ip_c/   # the NetworkPolicy's ACL drops it"
   kubectl exec pod-a -- /workload get -timeout 2s "http://$ip_c/" || true
-  say "kubectl traceflow pod-a pod-b --tcp 80   # on OVN the helper refuses to guess: exit code 4"
-  rc=0
-  kubectl traceflow pod-a pod-b --tcp 80 || rc=$?
-  [ "$rc" -eq 4 ] || { echo "demo: the trace on OVN exited $rc, expected 4" >&2; exit 1; }
-  echo "exit code $rc: helper mode does not yet read OVN's pipeline, and says so"
-  exit 0
 fi
 
 say "kubectl traceflow pod-a pod-b --tcp 80"

@@ -1,0 +1,232 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/report"
+)
+
+// Issue 13: the helper on OVN, named in OVN's words. The trace fixture's
+// pods: a and c on node 1, b and locked on node 2, Service web in front of
+// b, and a NetworkPolicy denying all ingress to locked.
+
+// observations returns the record's observations on node.
+func observations(t testing.TB, r traceRun, node string) []report.Observation {
+	t.Helper()
+	return r.result(t, node).Observations
+}
+
+// hasHop reports whether one of obs is named stage (a prefix) on datapath,
+// with component c, as OVN's words name it: "STAGE (DATAPATH)".
+func hasHop(obs []report.Observation, stagePrefix, datapath string, c report.Component) bool {
+	for _, o := range obs {
+		if strings.HasPrefix(o.ComponentInfo, stagePrefix) && strings.HasSuffix(o.ComponentInfo, "("+datapath+")") && o.Component == c {
+			return true
+		}
+	}
+	return false
+}
+
+// Done-when 1: across nodes, every protocol, hops named by OVN's stages and
+// datapaths (the node's switch, the cluster router, the destination's
+// switch), the sender forwarding into the tunnel, the receiver receiving and
+// delivering; each verdict held to real traffic.
+func TestTraceOVNAcrossNodesNamed(t *testing.T) {
+	f := getTraceFixture(t)
+	for _, proto := range []struct {
+		name string
+		port int
+	}{{"tcp", 80}, {"udp", 5000}, {"icmp", 0}} {
+		t.Run("--"+proto.name, func(t *testing.T) {
+			p := probe{f.ns, "a", proto.name, f.pods["b"].Status.PodIP, proto.port}
+			r, _ := traceAndTraffic(t, p, "", append([]string{"-n", f.ns, "a", "b"}, protoArgs(p)...)...)
+			if r.code != 0 {
+				t.Fatalf("exit %d, want 0", r.code)
+			}
+			sender := observations(t, r, labNodes[0].name)
+			if o := sender[len(sender)-1]; o.Action != report.ActionForwarded || o.TunnelDstIP != labNodes[1].ip {
+				t.Errorf("sender's last observation %+v, want Forwarded into the tunnel to %s", o, labNodes[1].ip)
+			}
+			if !hasHop(sender, "ls_in_", labNodes[0].name, report.ComponentForwarding) ||
+				!hasHop(sender, "lr_in_ip_routing", "ovn_cluster_router", report.ComponentRouting) {
+				t.Errorf("the sender's hops are not named by the source switch's stages and the router's routing stage: %+v", sender)
+			}
+			recv := observations(t, r, labNodes[1].name)
+			if len(recv) < 2 || recv[0].Action != report.ActionReceived || recv[len(recv)-1].Action != report.ActionDelivered ||
+				recv[len(recv)-1].Pod != f.ns+"/b" {
+				t.Errorf("receiver observations %+v, want Received first and Delivered to %s/b last", recv, f.ns)
+			}
+			if !hasHop(recv, "ls_out_", labNodes[1].name, report.ComponentNetworkPolicy) && !hasHop(recv, "ls_out_", labNodes[1].name, report.ComponentForwarding) &&
+				!hasHop(recv, "ls_out_", labNodes[1].name, report.ComponentLB) {
+				t.Errorf("the receiver's hops are not named by the destination switch's egress stages: %+v", recv)
+			}
+			assertNothingLeft(t)
+		})
+	}
+}
+
+// Done-when 2: an ingress policy drops on the receiving node at ls_out_acl,
+// and an egress policy on the sending node at ls_in_acl_after_lb (egress
+// ACLs apply after the load balancer, as OVN-Kubernetes writes them); both
+// name the NetworkPolicy.
+func TestTraceOVNPolicyDrops(t *testing.T) {
+	f := getTraceFixture(t)
+	t.Run("ingress", func(t *testing.T) {
+		r, _ := traceAndTraffic(t, probe{f.ns, "a", "tcp", f.pods["locked"].Status.PodIP, 80}, "", "-n", f.ns, "a", "locked", "--tcp", "80")
+		drop := last(r.result(t, labNodes[1].name))
+		if drop.Action != report.ActionDropped || drop.Component != report.ComponentNetworkPolicy ||
+			!strings.HasPrefix(drop.ComponentInfo, "ls_out_acl ") || drop.NetworkPolicy != f.ns+"/deny-locked" {
+			t.Errorf("receiver's last observation %+v, want a NetworkPolicy drop at ls_out_acl naming %s/deny-locked", drop, f.ns)
+		}
+		assertNothingLeft(t)
+	})
+	t.Run("egress", func(t *testing.T) {
+		ns := namespace(t, "ovn-egress")
+		apply(t, podSpec(ns, "out", labNodes[0].name, map[string]string{"app": "out"})+fmt.Sprintf(`apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: no-egress, namespace: %s}
+spec:
+  podSelector: {matchLabels: {app: out}}
+  policyTypes: [Egress]
+`, ns))
+		waitPods(t, ns, "out")
+		p := probe{ns, "out", "tcp", f.pods["b"].Status.PodIP, 80}
+		waitTraffic(t, p, timedOut)
+		r, _ := traceAndTraffic(t, p, "", "-n", ns, "out", f.ns+"/b", "--tcp", "80")
+		drop := last(r.result(t, labNodes[0].name))
+		if drop.Action != report.ActionDropped || drop.Component != report.ComponentNetworkPolicy ||
+			!strings.HasPrefix(drop.ComponentInfo, "ls_in_acl_after_lb ") || drop.NetworkPolicy != ns+"/no-egress" {
+			t.Errorf("sender's last observation %+v, want a NetworkPolicy drop at ls_in_acl_after_lb naming %s/no-egress", drop, ns)
+		}
+		assertNothingLeft(t)
+	})
+}
+
+// Done-when 3: a ClusterIP Service with an endpoint on each node: the LB
+// hop's translatedDstIP is the endpoint the probe was delivered to, and
+// real traffic is served.
+func TestTraceOVNServiceBothNodes(t *testing.T) {
+	requireLab(t)
+	ns := namespace(t, "ovn-svc")
+	apply(t, podSpec(ns, "client", labNodes[0].name, nil)+
+		podSpec(ns, "ep1", labNodes[0].name, map[string]string{"app": "ep"})+
+		podSpec(ns, "ep2", labNodes[1].name, map[string]string{"app": "ep"})+fmt.Sprintf(`apiVersion: v1
+kind: Service
+metadata: {name: ep, namespace: %s}
+spec:
+  selector: {app: ep}
+  ports: [{name: http, port: 80, targetPort: 80}]
+`, ns))
+	pods := waitPods(t, ns, "client", "ep1", "ep2")
+	clusterIP := strings.TrimSpace(mustKubectl(t, "get", "service", "-n", ns, "ep", "-o", "jsonpath={.spec.clusterIP}"))
+	p := probe{ns, "client", "tcp", clusterIP, 80}
+	waitTraffic(t, p, served)
+	byIP := map[string]string{pods["ep1"].Status.PodIP: ns + "/ep1", pods["ep2"].Status.PodIP: ns + "/ep2"}
+	reached := map[string]bool{}
+	for i := 0; i < 4; i++ {
+		r, _ := traceAndTraffic(t, p, "", "-n", ns, "client", "svc/ep", "--tcp", "80")
+		var translated, delivered string
+		for _, res := range r.record.Status.Results {
+			for _, o := range res.Observations {
+				if o.Component == report.ComponentLB && o.TranslatedDstIP != "" {
+					translated = o.TranslatedDstIP
+				}
+				if o.Action == report.ActionDelivered {
+					delivered = o.Pod
+				}
+			}
+		}
+		if translated == "" || byIP[translated] == "" || byIP[translated] != delivered {
+			t.Errorf("trace %d: LB translated to %q, delivered to %q: want an endpoint's IP and delivery to that endpoint (%v)", i, translated, delivered, byIP)
+		}
+		reached[delivered] = true
+	}
+	t.Logf("endpoints reached: %v", reached)
+	assertNothingLeft(t)
+}
+
+// Done-when 4: an IP in the pod range that no node's subnet holds: the
+// router has no route for it.
+func TestTraceOVNNoRoute(t *testing.T) {
+	f := getTraceFixture(t)
+	const nowhere = "10.244.200.9"
+	r, _ := traceAndTraffic(t, probe{f.ns, "a", "tcp", nowhere, 80}, "", "-n", f.ns, "a", nowhere, "--tcp", "80")
+	drop := last(r.result(t, labNodes[0].name))
+	if drop.Action != report.ActionDropped || drop.Component != report.ComponentRouting || !strings.HasPrefix(drop.ComponentInfo, "lr_in_ip_routing ") {
+		t.Errorf("last observation %+v, want Dropped by Routing at lr_in_ip_routing", drop)
+	}
+	assertNothingLeft(t)
+}
+
+// Done-when 6: twenty traces leave no flow behind and do not disturb a
+// request loop between two other pods (c to b).
+func TestTraceOVNUndisturbed(t *testing.T) {
+	f := getTraceFixture(t)
+	var stop atomic.Bool
+	var requests, failures atomic.Int32
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for !stop.Load() {
+			out, err := execIn(f.ns, "c", "get", "-timeout", oracleTimeout, fmt.Sprintf("http://%s:80/", f.pods["b"].Status.PodIP))
+			requests.Add(1)
+			if err != nil || !strings.Contains(out, "result=served") {
+				failures.Add(1)
+				t.Logf("request loop: %v %s", err, out)
+			}
+		}
+	})
+	for i := 0; i < 20; i++ {
+		r := runTrace(t, "-n", f.ns, "a", "b", "--tcp", "80")
+		if r.code != 0 {
+			t.Errorf("trace %d: exit %d, want 0", i, r.code)
+		}
+	}
+	stop.Store(true)
+	wg.Wait()
+	t.Logf("request loop c -> b: %d requests during 20 traces, %d failed", requests.Load(), failures.Load())
+	if requests.Load() < 5 || failures.Load() != 0 {
+		t.Errorf("request loop: %d requests, %d failures; want some and none failed", requests.Load(), failures.Load())
+	}
+	assertNothingLeft(t)
+}
+
+// Done-when 6b: with OVN's databases out of the helper's reach, the trace
+// still ends with its verdict, and says why its hops carry table numbers.
+func TestTraceOVNWithoutDatabases(t *testing.T) {
+	f := getTraceFixture(t)
+	r, _ := traceAndTraffic(t, probe{f.ns, "a", "tcp", f.pods["b"].Status.PodIP, 80}, "", "-n", f.ns, "a", "b", "--tcp", "80", "--ovn-rundir", "/var/run/tflab-no-ovn")
+	if r.code != 0 {
+		t.Fatalf("exit %d, want 0", r.code)
+	}
+	for _, res := range r.record.Status.Results {
+		for _, o := range res.Observations {
+			if strings.Contains(o.ComponentInfo, "_in_") || strings.Contains(o.ComponentInfo, "_out_") {
+				t.Errorf("a hop named by OVN without OVN's databases: %+v", o)
+			}
+		}
+	}
+	// The plain output says why.
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "kubectl", "traceflow", "-n", f.ns, "a", "b", "--tcp", "80", "--ovn-rundir", "/var/run/tflab-no-ovn")
+	cmd.Env = kubectlEnv()
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(out), "southbound database cannot be read") || !strings.Contains(string(out), "table numbers only") {
+		t.Errorf("the output does not say why hops carry table numbers:\n%s", out)
+	}
+	assertNothingLeft(t)
+}
