@@ -346,10 +346,13 @@ func (s *session) watch(ctx context.Context, role report.Role, p *path, dst neti
 				continue
 			}
 			if kind == kindCont && p.open {
-				// The packet as it reenters the pipeline: a destination a
-				// load balancer translated shows here first when no copy
-				// watches the hops after it (a hairpin, see extend).
-				if sum, err := probe.Decode(pin.Packet); err == nil && !translated && dst.IsValid() && sum.DstIP != dst {
+				sum, derr := probe.Decode(pin.Packet)
+				if err := s.extend(ctx, p, pin, uint8(hop)); err != nil { //nolint:gosec // a catcher's table, < 254
+					return Outcome{ExitCode: ExitSetup}, setupErr("%w", err)
+				}
+				// A hairpinned probe is not resumed (see extend), so no copy
+				// reports its translated destination: this packet-in does.
+				if derr == nil && !translated && dst.IsValid() && sum.DstIP != dst && sum.DstIP == s.probeSrcIP {
 					translated = true
 					if err := emit(report.Observation{
 						Component: report.ComponentLB, ComponentInfo: s.natTable(p.t, len(p.t.Hops)-1), Action: report.ActionForwarded,
@@ -357,9 +360,6 @@ func (s *session) watch(ctx context.Context, role report.Role, p *path, dst neti
 					}, nil); err != nil {
 						return Outcome{}, err
 					}
-				}
-				if err := s.extend(ctx, p, pin, uint8(hop)); err != nil { //nolint:gosec // a catcher's table, < 254
-					return Outcome{ExitCode: ExitSetup}, setupErr("%w", err)
 				}
 				final, verdict, last = s.goal(p)
 				continue
