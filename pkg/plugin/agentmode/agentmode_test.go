@@ -236,3 +236,37 @@ func TestAgentShrinkingResults(t *testing.T) {
 		t.Errorf("got %d hops, want each of the 6 observations once", len(hops))
 	}
 }
+
+// Statuses recorded from the real Antrea in the lab (see testdata/README.md).
+func TestRecordedAntreaStatuses(t *testing.T) {
+	for _, tc := range []struct {
+		file, path string
+		hops       int
+	}{
+		{"recorded-inter-node-succeeded.json", "tf-node-1(Sender) -> tf-node-2(Receiver)", 4},
+		{"recorded-intra-node-succeeded.json", "tf-node-1(Sender)", 2},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			b, err := os.ReadFile("testdata/" + tc.file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var st traceflow.Status
+			if err := json.Unmarshal(b, &st); err != nil {
+				t.Fatal(err)
+			}
+			// Running with a tag first, as Antrea writes before results.
+			running := traceflow.Status{Phase: traceflow.PhaseRunning, DataplaneTag: 1, StartTime: st.StartTime}
+			out, m, err := run(t, newFakeServer(step{status: &running}, step{status: &st}), 20, false)
+			if err != nil || out.Verdict != outcome.Delivered {
+				t.Fatalf("verdict %s, err %v", out.Verdict, err)
+			}
+			if got := pathOf(m); got != tc.path {
+				t.Errorf("path %s, want %s", got, tc.path)
+			}
+			if hops := m.AllHops(); len(hops) != tc.hops || hops[0].Observation.Component != report.ComponentSpoofGuard {
+				t.Errorf("hops %+v", hops)
+			}
+		})
+	}
+}

@@ -189,3 +189,53 @@ func TestServerClockReadsDate(t *testing.T) {
 		t.Errorf("server clock %v %v, want %v", got, ok, date)
 	}
 }
+
+// Antrea's records as the real Antrea v2.3.2 wrote them in the lab,
+// judged at the API server's time of the recording, and again later.
+func TestRecordedAntreaInfos(t *testing.T) {
+	b, err := os.ReadFile("testdata/recorded-antrea-infos.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	list := &unstructured.UnstructuredList{}
+	if err := list.UnmarshalJSON(b); err != nil {
+		t.Fatal(err)
+	}
+	var objs []runtime.Object
+	for i := range list.Items {
+		objs = append(objs, &list.Items[i])
+	}
+	recorded := time.Date(2026, 11, 30, 19, 50, 23, 0, time.UTC)
+	for _, tc := range []struct {
+		name  string
+		at    time.Time
+		ready bool
+		age   time.Duration // of the agents' records
+	}{
+		// The agents heartbeat at 19:49:35; antrea-controller's own entry on
+		// each AntreaAgentInfo (19:47:29) owns no conditions and must not
+		// date the heartbeat.
+		{"at the recording", recorded, true, 48 * time.Second},
+		{"three minutes later", recorded.Add(3 * time.Minute), false, 228 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), infoKinds, objs...)
+			f, err := Gather(context.Background(), Sources{
+				Discovery: fakeDiscovery{resources: []string{"traceflows", "antreaagentinfos", "antreacontrollerinfos"}},
+				Infos:     dyn, Pods: fake.NewClientset().CoreV1().Pods(""),
+				ServerNow: func() (time.Time, bool) { return tc.at, true },
+			}, []string{"tf-node-1", "tf-node-2"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if f.Controller.Ready != tc.ready || f.Controller.Source != "AntreaControllerInfo" {
+				t.Errorf("controller %+v", f.Controller)
+			}
+			for _, n := range []string{"tf-node-1", "tf-node-2"} {
+				if h := f.Agents[n]; h.Ready != tc.ready || h.Source != "AntreaAgentInfo" || h.Age != tc.age {
+					t.Errorf("%s: %+v, want ready %v age %s", n, h, tc.ready, tc.age)
+				}
+			}
+		})
+	}
+}
