@@ -73,11 +73,12 @@ test: ## everything CI runs: lint, unit, integration (OVS), e2e (every lab mode)
 	@hack/timed.sh "unit" $(MAKE) --no-print-directory test-unit
 	@hack/timed.sh "integration (OVS, OVN)" $(MAKE) --no-print-directory test-integration
 	@hack/timed.sh "Kubernetes build (cached after the first)" test/lab/build-k8s.sh
+	@hack/timed.sh "Antrea build (cached after the first)" test/lab/build-antrea.sh
 	@hack/timed.sh "e2e, every mode" $(MAKE) --no-print-directory test-e2e
 	@hack/timed.sh "release and krew" $(MAKE) --no-print-directory krew
 
 .PHONY: lab-up
-lab-up: build ## start the two-node lab cluster (idempotent; TFLAB_CNI=lab|ovn picks the dataplane); prints the KUBECONFIG export
+lab-up: build ## start the two-node lab cluster (idempotent; TFLAB_CNI=lab|ovn|antrea picks the dataplane); prints the KUBECONFIG export
 	test/lab/lab.sh up
 
 .PHONY: lab-down

@@ -15,6 +15,8 @@ declare -A pkg_of=(
   [tmux]=tmux
   [nsenter]=util-linux
   [zip]=zip
+  # The lab's Antrea mode (TFLAB_CNI=antrea): antrea-agent manages ipsets.
+  [ipset]=ipset
   [unzip]=unzip
   # `kubectl traceflow check --junit` output is validated against Jenkins' JUnit schema.
   [xmllint]=libxml2-utils

@@ -24,8 +24,15 @@ func TestLabUpWarmAndIdempotent(t *testing.T) {
 		t.Logf("lab was already up; lab.sh up on it took %s", lab.upDuration.Round(time.Millisecond))
 	} else {
 		t.Logf("warm lab.sh up took %s", lab.upDuration.Round(time.Millisecond))
-		if lab.upDuration > 30*time.Second {
-			t.Errorf("warm lab.sh up took %s, want at most 30s\n%s", lab.upDuration, lab.upOutput)
+		// Antrea mode may take 45 s (issue 12): the API server must reach
+		// antrea-controller before the agents start, and each agent builds
+		// its pipeline before it serves CNI.
+		limit := 30 * time.Second
+		if labMode() == modeAntrea {
+			limit = 45 * time.Second
+		}
+		if lab.upDuration > limit {
+			t.Errorf("warm lab.sh up took %s, want at most %s\n%s", lab.upDuration, limit, lab.upOutput)
 		}
 	}
 	if want := "export KUBECONFIG=" + filepath.Join(stateDir(), "kubeconfig"); !strings.Contains(lab.upOutput, want) {

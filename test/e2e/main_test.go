@@ -100,6 +100,13 @@ func setup() {
 		lab.setupErr = fmt.Sprintf("building the Kubernetes binaries: %v\n%s", err, out)
 		return
 	}
+	// Likewise Antrea's, in Antrea mode (a missing source tarball fails here).
+	if labMode() == modeAntrea {
+		if out, err := exec.Command(filepath.Join(repoRoot(), "test", "lab", "build-antrea.sh")).CombinedOutput(); err != nil {
+			lab.setupErr = fmt.Sprintf("building Antrea: %v\n%s", err, out)
+			return
+		}
+	}
 	// A lab up in another mode is taken down first: switching is not the
 	// warm start TestLabUpWarmAndIdempotent measures.
 	if running, err := os.ReadFile(filepath.Join(stateDir(), "cni")); err == nil && strings.TrimSpace(string(running)) != labMode() {

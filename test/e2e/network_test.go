@@ -115,8 +115,9 @@ func TestClusterIPServiceReachesBothNodes(t *testing.T) {
 	}
 	t.Logf("answers: %v", seen)
 	// Hairpin: an endpoint reaching its own Service, and so sometimes
-	// itself, its source SNATed to the dataplane's hairpin address: Antrea's
-	// 169.254.0.253 in lab mode, OVN-Kubernetes' hairpin_snat_ip
+	// itself, its source SNATed to the dataplane's hairpin address: the
+	// real Antrea v2.3.2 uses its node's gateway (antrea-gw0, 10.244.1.1, seen
+	// in Antrea mode), the lab agent 169.254.0.253 in lab mode, OVN-Kubernetes' hairpin_snat_ip
 	// 169.254.169.5 in OVN mode.
 	self := map[string]int{}
 	eventually(t, 60*time.Second, "srv-1 reaching itself and srv-2 through "+w.clusterIP, func() error {
@@ -130,7 +131,7 @@ func TestClusterIPServiceReachesBothNodes(t *testing.T) {
 		}
 		return nil
 	})
-	hairpinSrc := map[string]string{modeLab: "169.254.0.253", modeOVN: "169.254.169.5"}[labMode()]
+	hairpinSrc := map[string]string{modeLab: "169.254.0.253", modeOVN: "169.254.169.5", modeAntrea: "10.244.1.1"}[labMode()]
 	if logs := mustKubectl(t, "logs", "-n", w.ns, "srv-1"); !strings.Contains(logs, "from "+hairpinSrc+":") {
 		t.Errorf("srv-1 did not see its hairpin connection come from %s:\n%s", hairpinSrc, logs)
 	}

@@ -19,7 +19,10 @@
 #        (the default);
 #   ovn  real OVN as OVN-Kubernetes shapes it (lib/ovn.sh): ovsdb-servers,
 #        ovn-northd and lab-ovnkube on the host, ovn-controller per node, and
-#        the lab CNI in its OVN mode.
+#        the lab CNI in its OVN mode;
+#   antrea  the real Antrea v2.3.2 (lib/antrea.sh), built from the fixtures'
+#        source: antrea-controller on the host, antrea-agent per node, and
+#        antrea-cni as the nodes' CNI.
 # Every process the lab starts joins the cgroup "tflab" (pids and
 # freezer hierarchies) and every pod lands under the kubelets' cgroupRoot
 # tflab/NODE, so teardown finds all of them there, even after a crash.
@@ -46,7 +49,7 @@ if [ -z "${TFLAB_NODES:-}" ] && [ -s "$S/node-count" ]; then NODES=$(cat "$S/nod
 RUNNING_CNI=
 if [ -s "$S/cni" ]; then RUNNING_CNI=$(cat "$S/cni"); elif [ -d "$S" ]; then RUNNING_CNI=lab; fi
 CNI=${TFLAB_CNI:-${RUNNING_CNI:-lab}}
-case $CNI in lab | ovn) ;; *) echo "TFLAB_CNI=$CNI: want lab or ovn" >&2; exit 2 ;; esac
+case $CNI in lab | ovn | antrea) ;; *) echo "TFLAB_CNI=$CNI: want lab, ovn or antrea" >&2; exit 2 ;; esac
 CG=tflab
 HOSTBR=tflab0
 HOST_IP=10.89.0.1
@@ -126,12 +129,14 @@ alive() { local p; p=$(cat "$S/pids/$1.pid" 2>/dev/null) && kill -0 "$p" 2>/dev/
 components() {
   echo etcd kube-apiserver kube-controller-manager kube-scheduler
   [ "$CNI" = ovn ] && echo ovn-nb-ovsdb ovn-sb-ovsdb ovn-northd lab-ovnkube
+  [ "$CNI" = antrea ] && echo antrea-controller
   local i n
   for i in $(seq 1 "$NODES"); do
     n=$(node_name "$i")
     case $CNI in
       lab) echo "$n-ovsdb-server $n-ovs-vswitchd $n-containerd $n-lab-agent $n-kubelet" ;;
       ovn) echo "$n-ovsdb-server $n-ovs-vswitchd $n-ovn-controller $n-tnl-neigh $n-containerd $n-kubelet" ;;
+      antrea) echo "$n-ovsdb-server $n-ovs-vswitchd $n-tnl-neigh $n-containerd $n-kubelet $n-antrea-agent" ;;
     esac
   done
 }
@@ -145,6 +150,8 @@ components() {
 . "$here/lib/node.sh"
 # shellcheck source=lib/ovn.sh
 . "$here/lib/ovn.sh"
+# shellcheck source=lib/antrea.sh
+. "$here/lib/antrea.sh"
 
 nodes_ready() {
   local ready
@@ -162,6 +169,7 @@ up() {
   [ "$(id -u)" -eq 0 ] || die "the lab needs root (namespaces, OVS, kubelet)"
   local t0=$SECONDS
   build
+  if [ "$CNI" = antrea ]; then antrea_build; fi
   if [ -n "$RUNNING_CNI" ] && [ "$RUNNING_CNI" != "$CNI" ]; then
     log "the lab runs CNI $RUNNING_CNI, TFLAB_CNI=$CNI asks for another: taking it down first"
     down
@@ -205,6 +213,7 @@ up() {
   local s
   for s in "${KUBELET_SYSCTLS[@]}"; do echo "$s $(cat /proc/sys/$s)"; done >"$S/sysctls"
   cp "$root/bin/lab/lab-cni" /usr/lib/cni/loopback "$S/cni-bin/"
+  if [ "$CNI" = antrea ]; then antrea_cni_bins; fi
 
   ip link add "$HOSTBR" type bridge
   ip addr add "$HOST_IP/24" dev "$HOSTBR"
@@ -224,12 +233,19 @@ up() {
   poll kube-apiserver 60 kc get --raw /readyz || die "kube-apiserver not ready: see $S/logs/kube-apiserver.log"
   controllers
   [ "$CNI" = ovn ] && ovn_controller
+  if [ "$CNI" = antrea ]; then
+    antrea_objects
+    antrea_controller
+    # Each agent waits for its Node to register (kubelet, started by node_up).
+    antrea_agents
+  fi
   for i in "${!pids[@]}"; do
     wait "${pids[$i]}" || { cat "$S/logs/node-up-$((i + 1)).log" >&2; die "node $((i + 1)) failed to start"; }
   done
   [ "$CNI" = ovn ] && ovn_annotate_nodes
   poll "$NODES Ready nodes" 60 nodes_ready || die "nodes not Ready: see $S/logs/*-kubelet.log"
   [ "$CNI" = ovn ] && ovn_ready
+  if [ "$CNI" = antrea ]; then antrea_ready; fi
   # Pods are refused until the controller-manager has made this account.
   poll "the default service account" 30 kc get serviceaccount default -n default ||
     die "no default service account: see $S/logs/kube-controller-manager.log"

@@ -3,12 +3,12 @@
 # Sourced by test/lab/lab.sh, which defines the settings and helpers used here.
 
 # ---------------------------------------------------------------- certificates
-cert() { # NAME SUBJECT [SAN]
-  local k=$S/pki/$1
+cert() { # NAME SUBJECT [SAN]; signed by $S/pki/$CERT_CA.crt (default ca)
+  local k=$S/pki/$1 ca=$S/pki/${CERT_CA:-ca}
   local ext="basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth,clientAuth"
   [ -n "${3:-}" ] && ext="$ext\nsubjectAltName=$3"
   openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$k.key" -subj "$2" 2>/dev/null |
-    openssl x509 -req -CA "$S/pki/ca.crt" -CAkey "$S/pki/ca.key" -set_serial "0x$(openssl rand -hex 8)" -days 30 \
+    openssl x509 -req -CA "$ca.crt" -CAkey "$ca.key" -set_serial "0x$(openssl rand -hex 8)" -days 30 \
       -extfile <(printf "$ext") -out "$k.crt" 2>/dev/null
   [ -s "$k.crt" ] || die "could not make certificate $1"
 }
@@ -30,10 +30,20 @@ current-context: tflab
 EOF
 }
 
+ca() { # NAME CN
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 30 -subj "/CN=$2" \
+    -keyout "$S/pki/$1.key" -out "$S/pki/$1.crt" 2>/dev/null
+}
+
 pki() {
   mkdir -p "$S/pki"
-  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 30 -subj /CN=tflab-ca \
-    -keyout "$S/pki/ca.key" -out "$S/pki/ca.crt" 2>/dev/null
+  ca ca tflab-ca
+  # The aggregation layer (Antrea mode): the API server proxies to Antrea's
+  # APIServices with a client certificate of the front-proxy CA.
+  if [ "$CNI" = antrea ]; then
+    ca front-proxy-ca tflab-front-proxy-ca
+    CERT_CA=front-proxy-ca cert front-proxy-client /CN=front-proxy-client &
+  fi
   cert apiserver /CN=kube-apiserver \
     "IP:$HOST_IP,IP:127.0.0.1,IP:10.96.0.1,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:localhost" &
   cert apiserver-kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client" &
@@ -45,6 +55,7 @@ pki() {
   openssl ecparam -name prime256v1 -genkey -noout -out "$S/pki/sa.key" 2>/dev/null
   openssl ec -in "$S/pki/sa.key" -pubout -out "$S/pki/sa.pub" 2>/dev/null
   wait
+  local f
   for f in "$S"/pki/*.key; do [ -s "${f%.key}.crt" ] || [ "${f##*/}" = sa.key ] || die "certificate for $f missing"; done
   kubeconfig "$S/kubeconfig" admin
   kubeconfig "$S/controller-manager.kubeconfig" controller-manager
@@ -54,6 +65,17 @@ pki() {
 
 # ---------------------------------------------------------------- control plane
 control_plane() {
+  local aggregation=()
+  if [ "$CNI" = antrea ]; then
+    # Antrea's APIServices (and its webhooks) are reached at the endpoints of
+    # Service kube-system/antrea: no kube-proxy runs on the host.
+    aggregation=(--requestheader-client-ca-file="$S/pki/front-proxy-ca.crt"
+      --requestheader-allowed-names=front-proxy-client
+      --requestheader-username-headers=X-Remote-User --requestheader-group-headers=X-Remote-Group
+      --requestheader-extra-headers-prefix=X-Remote-Extra-
+      --proxy-client-cert-file="$S/pki/front-proxy-client.crt" --proxy-client-key-file="$S/pki/front-proxy-client.key"
+      --enable-aggregator-routing=true)
+  fi
   start etcd - etcd --name tflab --data-dir "$S/etcd" \
     --listen-client-urls "http://127.0.0.1:$ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
     --listen-peer-urls http://127.0.0.1:12380 --initial-advertise-peer-urls http://127.0.0.1:12380 \
@@ -71,7 +93,7 @@ control_plane() {
     --service-account-issuer=https://kubernetes.default.svc \
     --service-cluster-ip-range="$SVC_RANGE" \
     --authorization-mode=Node,RBAC --allow-privileged=true \
-    --enable-priority-and-fairness=false --profiling=false
+    --enable-priority-and-fairness=false --profiling=false "${aggregation[@]}"
 }
 
 controllers() {

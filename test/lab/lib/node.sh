@@ -29,6 +29,15 @@ node_ns() {
     mkdir -p "$b"
     binds="$binds mount --bind $nd/root$b $b;"
   done
+  local extra=()
+  [ "$CNI" = antrea ] && read -ra extra <<<"$(antrea_node_binds)"
+  for b in "${extra[@]}"; do
+    mkdir -p "$nd/root$b"
+    local d=$b
+    while [ ! -e "$d" ]; do echo "$d" >>"$S/host-dirs"; d=$(dirname "$d"); done
+    mkdir -p "$b"
+    binds="$binds mount --bind $nd/root$b $b;"
+  done
   if [ "$CNI" = ovn ]; then
     [ -e /run/ovn ] || { echo /run/ovn >>"$S/host-dirs"; mkdir -p /run/ovn; }
     binds="$binds $(ovn_node_binds "$nd")"
@@ -79,7 +88,25 @@ node_ovs() {
     for p in eth0 antrea-tun0 antrea-gw0; do
       [ \"\$(ovs-vsctl get Interface \$p ofport)\" -gt 0 ] || { echo \"OVS port \$p failed\" >&2; exit 1; }
     done"
-  [ "$CNI" = lab ] || ovn_node "$i"
+  case $CNI in
+    ovn) ovn_node "$i" ;;
+    antrea) antrea_node_ovs "$i"; node_tnl_neigh "$i" ;;
+  esac
+}
+
+# node_tnl_neigh I: userspace Geneve drops the first packet to a peer while it
+# resolves the peer's MAC; the MAC is known (ip_mac), so seed it, and keep
+# seeding: entries age out. (In lab mode the lab agent does this itself.)
+node_tnl_neigh() {
+  local i=$1 j n peers=""
+  n=$(node_name "$i")
+  for j in $(seq 1 "$NODES"); do
+    [ "$j" = "$i" ] || peers="$peers $(node_ip "$j") $(ip_mac "$(node_ip "$j")")"
+  done
+  # shellcheck disable=SC2016 # expanded by the loop's own shell
+  start "$n-tnl-neigh" "$n" bash -c 'while :; do set -- '"$peers"'
+      while [ $# -ge 2 ]; do ovs-appctl tnl/neigh/set br-phy "$1" "$2" >/dev/null; shift 2; done
+      sleep 60; done'
 }
 
 node_containerd() {
@@ -111,6 +138,8 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
 EOF
   if [ "$CNI" = ovn ]; then
     ovn_cni_conf "$i" >"$nd/root/etc/cni/net.d/10-tflab.conf"
+  elif [ "$CNI" = antrea ]; then
+    antrea_cni_conf >"$nd/root/etc/cni/net.d/10-antrea.conflist"
   else
     cat >"$nd/root/etc/cni/net.d/10-tflab.conf" <<EOF
 {"cniVersion": "0.4.0", "name": "tflab", "type": "lab-cni", "bridge": "br-int",
@@ -169,6 +198,6 @@ node_up() {
   node_ovs "$i"
   node_containerd "$i"
   import_images "$(node_name "$i")"
-  [ "$CNI" = ovn ] || node_agent "$i"
+  if [ "$CNI" = lab ]; then node_agent "$i"; fi
   node_kubelet "$i"
 }

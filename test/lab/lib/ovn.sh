@@ -65,7 +65,7 @@ ovn_node_binds() {
 # ovn_node I: the chassis. br-phy (holding the node IP, made by node_ovs) is
 # the underlay; ovn-controller makes br-int and the tunnels.
 ovn_node() {
-  local i=$1 n ip gw mgmt j peers=""
+  local i=$1 n ip gw mgmt
   n=$(node_name "$i") ip=$(node_ip "$i") gw=$(ovn_gw "$i") mgmt=$(ovn_mgmt_ip "$i")
   in_node "$n" ovs-vsctl --timeout=10 set Open_vSwitch . external_ids:system-id="$n" external_ids:hostname="$n" \
     external_ids:ovn-remote=unix:/var/run/ovn/ovnsb_db.sock external_ids:ovn-encap-type=geneve \
@@ -88,17 +88,7 @@ ovn_node() {
     ip addr add $mgmt/24 dev ovn-k8s-mp0
     ip route add $POD_RANGE via $gw dev ovn-k8s-mp0
     ip route add $SVC_RANGE via $gw dev ovn-k8s-mp0"
-  # Userspace Geneve drops the first packet to a peer while it resolves the
-  # peer's MAC; the MAC is known (ip_mac), so seed it, and keep seeding:
-  # entries age out, and the lab agent that refreshes them in lab mode does
-  # not run here.
-  for j in $(seq 1 "$NODES"); do
-    [ "$j" = "$i" ] || peers="$peers $(node_ip "$j") $(ip_mac "$(node_ip "$j")")"
-  done
-  # shellcheck disable=SC2016 # expanded by the loop's own shell
-  start "$n-tnl-neigh" "$n" bash -c 'while :; do set -- '"$peers"'
-      while [ $# -ge 2 ]; do ovs-appctl tnl/neigh/set br-phy "$1" "$2" >/dev/null; shift 2; done
-      sleep 60; done'
+  node_tnl_neigh "$i"
 }
 
 # ovn_cni_conf I: lab-cni's netconf in OVN mode. The node's own certificate
