@@ -53,7 +53,7 @@ test-integration: ## node helper against a real Open vSwitch in network namespac
 
 # The lab modes (TFLAB_CNI) the e2e suite runs in, one after the other; each
 # test declares the modes it holds in (test/e2e/modes_test.go).
-E2E_MODES ?= lab ovn
+E2E_MODES ?= lab ovn antrea
 
 .PHONY: test-e2e
 test-e2e: build ## end to end in the lab, once per mode in E2E_MODES: brings it up (or reuses it), runs the built binaries through kubectl
