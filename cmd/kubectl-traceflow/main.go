@@ -9,9 +9,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"os/signal"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"unicode"
 	"unicode/utf8"
@@ -28,14 +30,61 @@ func main() {
 
 // run executes the command line args and returns the process exit code.
 func run(args []string, streams genericiooptions.IOStreams) int {
-	// Ctrl-C cancels the context, so commands can clean up what they made.
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	cmd := cli.NewRootCommand(streams, cli.Deps{})
+	// The first Ctrl-C cancels the context, so commands can clean up what
+	// they made (within a few seconds); a second one exits at once, leaving
+	// that cleanup to a background `kubectl traceflow cleanup`.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	var ab abandon
+	go func() {
+		<-sigs
+		cancel()
+		<-sigs
+		ab.exitNow(streams.ErrOut)
+	}()
+	cmd := cli.NewRootCommand(streams, cli.Deps{Abandon: ab.set})
 	cmd.SetArgs(args)
 	err := cmd.ExecuteContext(ctx)
 	printError(streams.ErrOut, err)
 	return int(exitcode.Of(err))
+}
+
+// abandon holds how to clean up the running trace should the process exit
+// at once.
+type abandon struct {
+	mu   sync.Mutex
+	args []string
+}
+
+func (a *abandon) set(args []string) {
+	a.mu.Lock()
+	a.args = args
+	a.mu.Unlock()
+}
+
+// exitNow starts the trace's cleanup as a process of its own (in its own
+// session, so the terminal's next Ctrl-C does not reach it; its requests
+// time out after a few seconds) and exits with the code of an interrupted
+// trace.
+func (a *abandon) exitNow(stderr io.Writer) {
+	a.mu.Lock()
+	args := a.args
+	a.mu.Unlock()
+	msg := "interrupted again: exiting now"
+	if args != nil {
+		if self, err := os.Executable(); err == nil {
+			c := exec.Command(self, args...) //nolint:gosec // this very binary, with arguments the trace built
+			c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+			if c.Start() == nil {
+				msg += "; removing the trace's helper pods, tag claim and record in the background (if anything is left, run `kubectl traceflow cleanup`)"
+			}
+		}
+	}
+	_, _ = fmt.Fprintln(stderr, "error: "+msg)
+	os.Exit(int(exitcode.Timeout))
 }
 
 // printError prints err once, as kubectl does. The message quotes the

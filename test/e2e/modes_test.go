@@ -115,11 +115,12 @@ var holdsIn = map[string][]string{
 	"TestTraceHelperNamespaceKubeSystem": labOnly,
 	"TestHelperResourceUse":              labOnly,
 	// Suites of traces (kubectl traceflow check).
-	"TestCheckSuitePasses":            labOnly,
-	"TestCheckWrongExpectationFails":  labOnly,
-	"TestCheckBadSuitesCreateNothing": labOnly,
-	"TestCheckInterruptLeavesNothing": labOnly,
-	"TestTraceAllEndpoints":           labOnly,
+	"TestCheckSuitePasses":                labOnly,
+	"TestCheckWrongExpectationFails":      labOnly,
+	"TestCheckBadSuitesCreateNothing":     labOnly,
+	"TestCheckInterruptLeavesNothing":     labOnly,
+	"TestTraceAllEndpoints":               labOnly,
+	"TestTraceSecondInterruptExitsAtOnce": labOnly,
 }
 
 // labMode is the mode this run brings the lab up in.

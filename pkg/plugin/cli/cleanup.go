@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
@@ -12,6 +13,7 @@ import (
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/exitcode"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/install"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/sweep"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/tagalloc"
 )
 
 // CleanupOptions is `kubectl traceflow cleanup`.
@@ -23,7 +25,9 @@ type CleanupOptions struct {
 	namespace     string
 	allNamespaces bool
 	allRecords    bool
+	force         bool
 	dryRun        bool
+	trace         string
 }
 
 func newCleanupCommand(streams genericiooptions.IOStreams, deps Deps, cf *genericclioptions.ConfigFlags) *cobra.Command {
@@ -32,14 +36,19 @@ func newCleanupCommand(streams genericiooptions.IOStreams, deps Deps, cf *generi
 		Use:   "cleanup",
 		Short: "Remove helper pods, tag claims and unfinished records that a killed trace left behind",
 		Long: `Remove what an interrupted kubectl traceflow left behind, found by the label
-app.kubernetes.io/managed-by=kubectl-traceflow: helper pods and tag claims
-(Leases) in the helper namespace, and Traceflow records that never finished.
-Records kept with --keep stay unless --all-records is given. Traces still
-running are interrupted. The trace's OVS flows need no cleanup: they expire
-with the trace's timeout.`,
+app.kubernetes.io/managed-by=kubectl-traceflow, and only what is stale, so that
+other people's traces running now are spared:
+  - tag claims (Leases) in the helper namespace whose time is up, judged by the
+    API server's clock;
+  - helper pods past their deadline, finished, or whose trace no longer holds a
+    live claim;
+  - Traceflow records still unfinished after their timeout plus a minute.
+--force removes the rest too (it interrupts traces running now). Records kept
+with --keep stay unless --all-records is given. --dry-run lists what would go.
+The trace's OVS flows need no cleanup: they expire with the trace's timeout.`,
 		Example: `  kubectl traceflow cleanup
   kubectl traceflow cleanup --dry-run
-  kubectl traceflow cleanup --helper-namespace traceflow --all-records`,
+  kubectl traceflow cleanup --force --all-records`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return o.Run(cmd.Context())
@@ -49,7 +58,10 @@ with the trace's timeout.`,
 	f.StringVar(&o.namespace, "helper-namespace", o.namespace, "namespace of the helper pods and tag claims")
 	f.BoolVarP(&o.allNamespaces, "all-namespaces", "A", false, "look for helper pods and tag claims in every namespace")
 	f.BoolVar(&o.allRecords, "all-records", false, "also remove finished records kept with --keep")
+	f.BoolVar(&o.force, "force", false, "also remove what belongs to traces that may still be running")
 	f.BoolVar(&o.dryRun, "dry-run", false, "list what would be removed, remove nothing")
+	f.StringVar(&o.trace, "trace", "", "only this trace's helper pods, tag claim and record")
+	_ = f.MarkHidden("trace") // used by an interrupted trace to clean up after itself in the background
 	return cmd
 }
 
@@ -60,10 +72,16 @@ func (o *CleanupOptions) Run(ctx context.Context) error {
 		return err
 	}
 	ns := o.namespace
+	clockNS := ns
 	if o.allNamespaces {
-		ns = ""
+		ns, clockNS = "", install.DefaultNamespace
 	}
-	removed, err := sweep.Sweep(ctx, c.Kube, c.Traceflows, sweep.Options{Namespace: ns, AllRecords: o.allRecords, DryRun: o.dryRun})
+	now, err := tagalloc.ServerClock(c.Kube.CoordinationV1().Leases(clockNS), time.Now)(ctx)
+	if err != nil && !o.force {
+		return exitcode.Errorf(exitcode.Setup, "read the API server's clock (a dry-run create of a Lease in %s) to tell what is stale: %w; check your RBAC, or use --force", clockNS, err)
+	}
+	removed, err := sweep.Sweep(ctx, c.Kube, c.Traceflows, sweep.Options{Namespace: ns, AllRecords: o.allRecords,
+		Force: o.force, DryRun: o.dryRun, Now: now, Trace: o.trace})
 	verb := "removed"
 	if o.dryRun {
 		verb = "would remove"
@@ -78,7 +96,12 @@ func (o *CleanupOptions) Run(ctx context.Context) error {
 			}
 		}
 	}
-	if len(removed.Pods)+len(removed.Leases)+len(removed.Records) == 0 && err == nil {
+	if removed.Live > 0 {
+		if _, werr := fmt.Fprintf(o.Out, "left %d helper pods, tag claims or records of traces that may still be running (--force removes them too)\n", removed.Live); werr != nil {
+			return werr
+		}
+	}
+	if len(removed.Pods)+len(removed.Leases)+len(removed.Records)+removed.Live == 0 && err == nil {
 		_, err = fmt.Fprintln(o.Out, "nothing to clean up")
 		return err
 	}

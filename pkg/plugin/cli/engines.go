@@ -79,12 +79,15 @@ func (o *TraceOptions) trace(ctx context.Context, c *Clients, res *resolve.Resul
 	if err := checkHelperNamespace(ctx, c.Kube.CoreV1().Namespaces().Get, o.helperNamespace); err != nil {
 		return out, err
 	}
+	leases := c.Kube.CoordinationV1().Leases(o.helperNamespace)
 	r := &helpermode.Runner{
 		Cluster: helpermode.NewCluster(c.Kube, c.RESTConfig),
 		Tags: &tagalloc.Allocator{
-			Leases: c.Kube.CoordinationV1().Leases(o.helperNamespace),
-			Now:    time.Now,
-			Start:  rand.IntN, // plugins started together try different tags first
+			Leases:    leases,
+			ServerNow: tagalloc.ServerClock(leases, time.Now),
+			Start:     rand.IntN, // plugins started together try different tags first
+			// Unique, not secret: it tells two claims of one trace name apart.
+			Nonce: func() string { return strconv.FormatUint(rand.Uint64(), 36) }, //nolint:gosec // see above
 		},
 		Records: c.Traceflows,
 		Now:     time.Now,
@@ -96,6 +99,9 @@ func (o *TraceOptions) trace(ctx context.Context, c *Clients, res *resolve.Resul
 	if facts.CRDServed {
 		r.InUse = antreaTags(c.Traceflows)
 	}
+	o.deps.Abandon(append([]string{"cleanup", "--force", "--trace", tf.Name, "--helper-namespace", o.helperNamespace,
+		"--request-timeout=5s"}, kubeconfigArgs(o.configFlags)...))
+	defer o.deps.Abandon(nil)
 	ho, err := r.Run(ctx, helpermode.Config{
 		Namespace: o.helperNamespace, Image: o.helperImage, OVSRunDir: o.ovsRunDir, OVNRunDir: o.ovnRunDir, Bridge: o.bridge,
 		Timeout: o.timeout, Keep: o.keep,

@@ -61,6 +61,11 @@ type Deps struct {
 	IsTerminal func(any) bool
 	// Getenv reads the environment (NO_COLOR).
 	Getenv func(string) string
+	// Abandon, when set, is told how to remove a helper-mode trace's
+	// objects should the process have to exit at once (a second Ctrl-C):
+	// the arguments of a `cleanup` that does it, or nil once the trace has
+	// cleaned up after itself.
+	Abandon func(cleanupArgs []string)
 }
 
 func (d Deps) withDefaults() Deps {
@@ -75,6 +80,9 @@ func (d Deps) withDefaults() Deps {
 	}
 	if d.Getenv == nil {
 		d.Getenv = os.Getenv
+	}
+	if d.Abandon == nil {
+		d.Abandon = func([]string) {}
 	}
 	return d
 }
@@ -215,4 +223,27 @@ func noArgs(cmd *cobra.Command, args []string) error {
 			cmd.CommandPath(), args, cmd.CommandPath(), cmd.Name(), cmd.Name())
 	}
 	return nil
+}
+
+// kubeconfigArgs repeats the kubeconfig flags that were set, so that a
+// background cleanup talks to the same cluster as the same user.
+func kubeconfigArgs(cf *genericclioptions.ConfigFlags) []string {
+	var out []string
+	add := func(flag string, v *string) {
+		if v != nil && *v != "" {
+			out = append(out, "--"+flag+"="+*v)
+		}
+	}
+	add("kubeconfig", cf.KubeConfig)
+	add("context", cf.Context)
+	add("cluster", cf.ClusterName)
+	add("user", cf.AuthInfoName)
+	add("server", cf.APIServer)
+	add("as", cf.Impersonate)
+	if cf.ImpersonateGroup != nil {
+		for _, g := range *cf.ImpersonateGroup {
+			out = append(out, "--as-group="+g)
+		}
+	}
+	return out
 }

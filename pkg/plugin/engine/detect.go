@@ -168,6 +168,28 @@ type Discovery interface {
 	ServerResourcesForGroupVersion(groupVersion string) (*metav1.APIResourceList, error)
 }
 
+// serverResources asks d with ctx: client-go's discovery takes no context,
+// so a hung API server would hold Ctrl-C up; the answer is awaited in a
+// goroutine that ctx abandons (its request ends with the process, or with
+// --request-timeout).
+func serverResources(ctx context.Context, d Discovery, gv string) (*metav1.APIResourceList, error) {
+	type answer struct {
+		l   *metav1.APIResourceList
+		err error
+	}
+	ch := make(chan answer, 1)
+	go func() {
+		l, err := d.ServerResourcesForGroupVersion(gv)
+		ch <- answer{l, err}
+	}()
+	select {
+	case a := <-ch:
+		return a.l, a.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
 // Pods lists pods across namespaces by label.
 type Pods interface {
 	List(ctx context.Context, opts metav1.ListOptions) (*corev1.PodList, error)
@@ -196,7 +218,7 @@ type Sources struct {
 // failing the trace.
 func Gather(ctx context.Context, s Sources, nodes []string) (Facts, error) {
 	f := Facts{Agents: map[string]Health{}}
-	list, err := s.Discovery.ServerResourcesForGroupVersion("crd.antrea.io/v1beta1")
+	list, err := serverResources(ctx, s.Discovery, "crd.antrea.io/v1beta1")
 	served := map[string]bool{}
 	switch {
 	case err == nil:

@@ -133,3 +133,24 @@ func TestGather(t *testing.T) {
 		t.Fatalf("forbidden pod list must mean 'cannot prove Antrea', got %+v %v", f, err)
 	}
 }
+
+type hungDiscovery struct{ release chan struct{} }
+
+func (h hungDiscovery) ServerResourcesForGroupVersion(string) (*metav1.APIResourceList, error) {
+	<-h.release
+	return nil, errors.New("too late")
+}
+
+// A hung API server does not hold up Ctrl-C: Gather returns when its
+// context ends.
+func TestGatherHonoursTheContext(t *testing.T) {
+	h := hungDiscovery{release: make(chan struct{})}
+	defer close(h.release)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := Gather(ctx, Sources{Discovery: h}, nil)
+	if err == nil || time.Since(start) > 2*time.Second {
+		t.Fatalf("Gather with a hung discovery: %v after %s", err, time.Since(start))
+	}
+}

@@ -209,6 +209,11 @@ type fakeRecords struct {
 	updates int
 	// observations counts the observations of each status write, in order.
 	observations []int
+	// meddle, when set, runs before each status write: another writer
+	// (a user's label, a controller) changing the object meanwhile.
+	meddle func(cur *traceflow.Traceflow)
+	// failStatus fails every status write.
+	failStatus error
 }
 
 func (r *fakeRecords) Create(_ context.Context, tf *traceflow.Traceflow) (*traceflow.Traceflow, error) {
@@ -233,9 +238,15 @@ func (r *fakeRecords) Get(_ context.Context, name string) (*traceflow.Traceflow,
 func (r *fakeRecords) UpdateStatus(_ context.Context, tf *traceflow.Traceflow) (*traceflow.Traceflow, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.failStatus != nil {
+		return nil, r.failStatus
+	}
 	cur, ok := r.objects[tf.Name]
 	if !ok {
 		return nil, apierrors.NewNotFound(schema.GroupResource{Group: traceflow.Group, Resource: traceflow.Resource}, tf.Name)
+	}
+	if r.meddle != nil {
+		r.meddle(cur)
 	}
 	if cur.ResourceVersion != tf.ResourceVersion {
 		return nil, apierrors.NewConflict(schema.GroupResource{Group: traceflow.Group, Resource: traceflow.Resource}, tf.Name, fmt.Errorf("stale"))

@@ -87,19 +87,36 @@ func (r *recorder) write(ctx context.Context) {
 	}
 }
 
+// conflictRetries bounds the rewrites of a status that someone else
+// changed meanwhile.
+const conflictRetries = 5
+
 // push writes tf's status and keeps what the server returned, so the next
-// update carries the current resourceVersion (we are the only writer).
+// update carries the current resourceVersion. We are not the only writer:
+// a label or annotation added by a user, or a controller, changes the
+// resourceVersion too; on a conflict the status is written again onto a
+// fresh read of the object.
 func (r *recorder) push(ctx context.Context, tf *traceflow.Traceflow) error {
 	if !r.asCR {
 		r.tf = tf
 		return nil
 	}
-	got, err := r.client.UpdateStatus(ctx, tf)
-	if err != nil {
-		return err
+	for attempt := 1; ; attempt++ {
+		got, err := r.client.UpdateStatus(ctx, tf)
+		if err == nil {
+			r.tf = got
+			return nil
+		}
+		if !apierrors.IsConflict(err) || attempt == conflictRetries {
+			return err
+		}
+		fresh, gerr := r.client.Get(ctx, tf.Name)
+		if gerr != nil {
+			return fmt.Errorf("%w (and reading it again after the conflict: %w)", err, gerr)
+		}
+		fresh.Status = tf.Status
+		tf = fresh
 	}
-	r.tf = got
-	return nil
 }
 
 // add records an observation of node; the writer picks it up.

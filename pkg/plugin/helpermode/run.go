@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/report"
@@ -108,7 +109,7 @@ func (r *Runner) Run(ctx context.Context, cfg Config, plan Plan) (out Outcome, e
 			return out, exitcode.Errorf(exitcode.Setup, "find the tags of running traces: %w", err)
 		}
 	}
-	claim, err := r.Tags.Acquire(ctx, plan.Trace, cfg.Timeout+startupBudget, inUse)
+	claim, err := r.Tags.Acquire(ctx, plan.Trace, tagalloc.ClaimDuration, inUse)
 	if errors.Is(err, tagalloc.ErrExhausted) {
 		return out, exitcode.Errorf(exitcode.Setup, "%w: wait for them to finish, or run `kubectl traceflow cleanup` to free tags left by a killed plugin", err)
 	}
@@ -121,18 +122,26 @@ func (r *Runner) Run(ctx context.Context, cfg Config, plan Plan) (out Outcome, e
 		err = errors.Join(err, claim.Release(c))
 	}()
 	out.Tag = claim.Tag
+	holdCtx, stopHold := context.WithCancel(ctx)
+	defer stopHold() // before Release, which the defer above runs after this one
+	go claim.Hold(holdCtx, r.Now)
 
 	rec := newRecorder(r.Records, plan.Record, plan.RecordAsCR, cfg.Keep)
 	started := plan.View
 	started.Time, started.Tag = r.Now(), claim.Tag
 	r.Emit(started)
-	if err := rec.start(ctx, claim.Tag, r.Now()); err != nil {
-		return out, apiFailure(err, "create", "traceflows.crd.antrea.io", "")
+	// The record is a by-product of the trace: a record that cannot be
+	// written is a warning, never a different exit code.
+	if serr := rec.start(ctx, claim.Tag, r.Now()); serr != nil {
+		rec.asCR = false
+		r.warn("the trace record could not be created (%v); it stays in the plugin (see -o yaml)", recordProblem(serr, "create", "traceflows"))
 	}
 	defer func() {
 		c, cancel := cleanupCtx()
 		defer cancel()
-		err = errors.Join(err, rec.cleanup(c))
+		if cerr := rec.cleanup(c); cerr != nil {
+			r.warn("the trace record %s could not be deleted (%v): run `kubectl traceflow cleanup`", rec.tf.Name, recordProblem(cerr, "delete", "traceflows"))
+		}
 	}()
 
 	// Watch before creating, so no status change of a helper is missed.
@@ -162,12 +171,24 @@ func (r *Runner) Run(ctx context.Context, cfg Config, plan Plan) (out Outcome, e
 	end := t.loop(ctx, pods, events)
 	out.Verdict, out.Reason, out.Decided, err = end.verdict, end.reason, end.decided, end.err
 	out.Results = rec.results()
-	r.Emit(outcome.Finished{At: outcome.At{Time: r.Now()}, Verdict: out.Verdict, Reason: out.Reason, Decided: out.Decided})
-	if ferr := rec.finish(ctx, out.Verdict, out.Reason); ferr != nil && err == nil {
-		err = apiFailure(ferr, "update", "traceflows/status", "")
+	if ferr := rec.finish(ctx, out.Verdict, out.Reason); ferr != nil {
+		r.warn("the trace record's final status could not be written (%v); the verdict below stands", recordProblem(ferr, "update", "traceflows/status"))
 	}
+	r.Emit(outcome.Finished{At: outcome.At{Time: r.Now()}, Verdict: out.Verdict, Reason: out.Reason, Decided: out.Decided})
 	out.Record = rec.tf
 	return out, err
+}
+
+func (r *Runner) warn(format string, a ...any) {
+	r.Emit(outcome.Warning{At: outcome.At{Time: r.Now()}, Message: fmt.Sprintf(format, a...)})
+}
+
+// recordProblem says what stopped a record write, naming a missing verb.
+func recordProblem(err error, verb, resource string) string {
+	if apierrors.IsForbidden(err) {
+		return fmt.Sprintf("not allowed to %s %s.crd.antrea.io: %v", verb, resource, err)
+	}
+	return err.Error()
 }
 
 // ending is how the trace ends: returned by the handlers once the verdict

@@ -3,6 +3,7 @@ package helpermode
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -10,7 +11,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/report"
@@ -34,7 +37,8 @@ func newHarness(script func(f *fakeCluster, p *corev1.Pod)) *harness {
 	h := &harness{cluster: newFakeCluster(script), cs: fake.NewClientset(), records: &fakeRecords{objects: map[string]*traceflow.Traceflow{}}}
 	h.runner = &Runner{
 		Cluster: h.cluster,
-		Tags:    &tagalloc.Allocator{Leases: h.cs.CoordinationV1().Leases("kube-system"), Now: time.Now},
+		Tags: &tagalloc.Allocator{Leases: h.cs.CoordinationV1().Leases("kube-system"),
+			ServerNow: func(context.Context) (time.Time, error) { return time.Now(), nil }},
 		Records: h.records,
 		Now:     time.Now,
 		Version: "v-test",
@@ -427,5 +431,53 @@ func TestNamingNoteWarns(t *testing.T) {
 	}
 	if warned != 1 {
 		t.Fatalf("want one warning with the helper's naming note, got %d", warned)
+	}
+}
+
+// Someone else writes the record while the trace runs (a label, a
+// controller): each status write that conflicts is redone on a fresh read,
+// and the kept record ends Succeeded with every result and their label.
+func TestRecorderRetriesConflictsOnAFreshRead(t *testing.T) {
+	h := newHarness(interNode(t))
+	n := 0
+	h.records.meddle = func(cur *traceflow.Traceflow) {
+		n++
+		if n%2 == 1 { // every other write meets a change made meanwhile
+			cur.Labels = map[string]string{"touched": fmt.Sprint(n)}
+			cur.ResourceVersion = fmt.Sprintf("other-%d", n)
+		}
+	}
+	c := cfg()
+	c.Keep = true
+	out, err := h.runner.Run(context.Background(), c, plan("n2"))
+	if err != nil || out.Verdict != outcome.Delivered {
+		t.Fatalf("verdict %s, err %v; want Delivered and no error", out.Verdict, err)
+	}
+	tf := h.records.objects["tf-a-b-xyz"]
+	if tf == nil || tf.Status.Phase != traceflow.PhaseSucceeded || len(tf.Status.Results) != 2 || tf.Labels["touched"] == "" {
+		t.Fatalf("kept record %+v", tf)
+	}
+}
+
+// A record that cannot be written is a warning; the verdict's exit code
+// stands.
+func TestRecordWriteFailureIsAWarning(t *testing.T) {
+	h := newHarness(interNode(t))
+	h.records.failStatus = apierrors.NewForbidden(schema.GroupResource{Group: traceflow.Group, Resource: "traceflows/status"}, "tf-a-b-xyz", errors.New("RBAC"))
+	out, err := h.runner.Run(context.Background(), cfg(), plan("n2"))
+	if err != nil || out.Verdict != outcome.Delivered {
+		t.Fatalf("verdict %s, err %v; want Delivered and no error", out.Verdict, err)
+	}
+	var warned bool
+	for _, u := range h.updates {
+		if w, ok := u.(outcome.Warning); ok && strings.Contains(w.Message, "not allowed to create traceflows") || ok && strings.Contains(w.Message, "not allowed to update traceflows/status") {
+			warned = true
+		}
+	}
+	if !warned {
+		t.Errorf("no warning about the record among %v", h.updates)
+	}
+	if len(h.records.objects) != 0 {
+		t.Errorf("record left: %v", h.records.objects)
 	}
 }

@@ -38,10 +38,12 @@ func Pool() []uint8 {
 	return p
 }
 
-// Labels on the claim Leases, so cleanup can find them.
+// Labels on the claim Leases, so cleanup can find them, and tell whose
+// trace holds one.
 const (
 	ManagedByLabel = "app.kubernetes.io/managed-by"
 	ManagedByValue = "kubectl-traceflow"
+	TraceLabel     = "traceflow.kubectl-traceflow.io/trace"
 	leasePrefix    = "kubectl-traceflow-tag-"
 )
 
@@ -62,18 +64,28 @@ type Leases interface {
 // Allocator claims tags in one namespace.
 type Allocator struct {
 	Leases Leases
-	// Now is the clock; Start picks where in the pool to begin, so that
-	// plugins started together try different tags first.
-	Now   func() time.Time
+	// ServerNow is the API server's clock (ServerClock): a claim's expiry
+	// is judged by times the server stamped, never by this machine's clock,
+	// which may be minutes off the clock of whoever made the claim.
+	ServerNow func(ctx context.Context) (time.Time, error)
+	// Start picks where in the pool to begin, so that plugins started
+	// together try different tags first.
 	Start func(n int) int
+	// Nonce makes each claim's holder identity unique, so that two claims
+	// of one trace name (a retried trace) are never the same holder.
+	Nonce func() string
 }
 
 // Claim is a held tag. Release gives it back.
 type Claim struct {
-	Tag   uint8
-	name  string
-	uid   types.UID
-	owner Leases
+	Tag uint8
+	// Holder is the claim's own identity (trace name and a nonce).
+	Holder string
+	name   string
+	uid    types.UID
+	owner  Leases
+	// renewEvery is Hold's period (ClaimDuration/3 when zero).
+	renewEvery time.Duration
 }
 
 // Acquire claims a free tag for trace, held for ttl (the trace's timeout plus
@@ -85,12 +97,13 @@ func (a *Allocator) Acquire(ctx context.Context, trace string, ttl time.Duration
 	if a.Start != nil {
 		start = a.Start(len(pool)) % len(pool)
 	}
+	var now *time.Time // the server's clock, read once, only if a tag is taken
 	for i := range pool {
 		tag := pool[(start+i)%len(pool)]
 		if inUse[tag] {
 			continue
 		}
-		c, err := a.try(ctx, tag, trace, ttl)
+		c, err := a.try(ctx, tag, trace, ttl, &now)
 		if err != nil {
 			return nil, err
 		}
@@ -101,28 +114,32 @@ func (a *Allocator) Acquire(ctx context.Context, trace string, ttl time.Duration
 	return nil, ErrExhausted
 }
 
-// try claims tag, returning nil without error when another trace holds it.
-func (a *Allocator) try(ctx context.Context, tag uint8, trace string, ttl time.Duration) (*Claim, error) {
-	now := metav1.NewMicroTime(a.Now())
+func (a *Allocator) lease(tag uint8, trace string, ttl time.Duration) *coordinationv1.Lease {
 	secs := int32(ttl / time.Second)
 	if secs < 1 {
 		secs = 1
 	}
-	want := &coordinationv1.Lease{
+	holder := trace
+	if a.Nonce != nil {
+		holder += "/" + a.Nonce()
+	}
+	return &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:   LeaseName(tag),
-			Labels: map[string]string{ManagedByLabel: ManagedByValue},
+			Labels: map[string]string{ManagedByLabel: ManagedByValue, TraceLabel: trace},
 		},
-		Spec: coordinationv1.LeaseSpec{
-			HolderIdentity:       &trace,
-			LeaseDurationSeconds: &secs,
-			AcquireTime:          &now,
-			RenewTime:            &now,
-		},
+		// No acquire or renew time: this machine's clock says nothing the
+		// server's creationTimestamp does not say better.
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &secs},
 	}
+}
+
+// try claims tag, returning nil without error when another trace holds it.
+func (a *Allocator) try(ctx context.Context, tag uint8, trace string, ttl time.Duration, now **time.Time) (*Claim, error) {
+	want := a.lease(tag, trace, ttl)
 	got, err := a.Leases.Create(ctx, want, metav1.CreateOptions{})
 	if err == nil {
-		return &Claim{Tag: tag, name: got.Name, uid: got.UID, owner: a.Leases}, nil
+		return &Claim{Tag: tag, Holder: *want.Spec.HolderIdentity, name: got.Name, uid: got.UID, owner: a.Leases}, nil
 	}
 	if !apierrors.IsAlreadyExists(err) {
 		return nil, fmt.Errorf("claim dataplane tag %d (Lease %s): %w", tag, want.Name, err)
@@ -134,30 +151,97 @@ func (a *Allocator) try(ctx context.Context, tag uint8, trace string, ttl time.D
 	if err != nil {
 		return nil, fmt.Errorf("read claim of dataplane tag %d: %w", tag, err)
 	}
-	if !Expired(cur, a.Now()) {
+	if *now == nil {
+		t, err := a.ServerNow(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("read the API server's clock to judge the claim of dataplane tag %d: %w", tag, err)
+		}
+		*now = &t
+	}
+	if !Expired(cur, **now) {
 		return nil, nil
 	}
-	// Take over an expired claim. The update carries the resourceVersion we
-	// read, so if another plugin takes it first ours fails with a conflict.
-	cur = cur.DeepCopy()
-	cur.Spec = want.Spec
-	got, err = a.Leases.Update(ctx, cur, metav1.UpdateOptions{})
+	// Take over an expired claim as a new claim: delete exactly the Lease
+	// we read (its UID and resourceVersion), then create ours, with its own
+	// UID and holder. The former holder's late Release is conditional on
+	// its UID and so cannot delete ours; if another plugin takes the tag
+	// first, our delete or create fails and the next tag will do.
+	uid, rv := cur.UID, cur.ResourceVersion
+	err = a.Leases.Delete(ctx, cur.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}})
 	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("take over expired claim of dataplane tag %d: %w", tag, err)
+		return nil, fmt.Errorf("remove the expired claim of dataplane tag %d: %w", tag, err)
 	}
-	return &Claim{Tag: tag, name: got.Name, uid: got.UID, owner: a.Leases}, nil
+	got, err = a.Leases.Create(ctx, want, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("claim dataplane tag %d (Lease %s): %w", tag, want.Name, err)
+	}
+	return &Claim{Tag: tag, Holder: *want.Spec.HolderIdentity, name: got.Name, uid: got.UID, owner: a.Leases}, nil
 }
 
-// Expired reports whether a claim Lease's holder has run out of time.
-func Expired(l *coordinationv1.Lease, now time.Time) bool {
-	if l.Spec.RenewTime == nil || l.Spec.LeaseDurationSeconds == nil {
+// Stamped is when the API server last wrote l: the latest of its
+// creationTimestamp and its managedFields' times, all stamped by the server.
+func Stamped(l *coordinationv1.Lease) time.Time {
+	t := l.CreationTimestamp.Time
+	for _, mf := range l.ManagedFields {
+		if mf.Time != nil && mf.Time.After(t) {
+			t = mf.Time.Time
+		}
+	}
+	return t
+}
+
+// Expired reports whether a claim Lease's holder has run out of time, by
+// the server's clock: serverNow must come from the API server too.
+func Expired(l *coordinationv1.Lease, serverNow time.Time) bool {
+	if l.Spec.LeaseDurationSeconds == nil {
 		return true
 	}
-	end := l.Spec.RenewTime.Add(time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second)
-	return now.After(end)
+	end := Stamped(l).Add(time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second)
+	return serverNow.After(end)
+}
+
+// ClaimDuration is how long a claim lasts without renewal. Short, so that
+// the claim of a killed plugin expires within seconds and cleanup (or the
+// next trace) can tell it from a running one; Hold renews it.
+const ClaimDuration = 15 * time.Second
+
+// Hold renews the claim every ClaimDuration/3 until ctx ends, so that it
+// stays live while the trace runs. Each renewal is an update whose time the
+// API server stamps (managedFields), which is what Expired reads. It stops
+// when the Lease is no longer ours; a failed renewal is retried at the next
+// tick (an API server restart takes less than a claim's duration).
+func (c *Claim) Hold(ctx context.Context, local func() time.Time) {
+	every := c.renewEvery
+	if every == 0 {
+		every = ClaimDuration / 3
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		cur, err := c.owner.Get(ctx, c.name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) || (err == nil && cur.UID != c.uid) {
+			return
+		}
+		if err != nil {
+			continue
+		}
+		// The value is not read by anyone (the server's stamp is); it makes
+		// the update a real write.
+		rt := metav1.NewMicroTime(local())
+		cur.Spec.RenewTime = &rt
+		_, _ = c.owner.Update(ctx, cur, metav1.UpdateOptions{FieldManager: ManagedByValue})
+	}
 }
 
 // Release deletes the claim, only if it is still ours (same UID).
@@ -168,4 +252,23 @@ func (c *Claim) Release(ctx context.Context) error {
 		return fmt.Errorf("release dataplane tag %d: %w", c.Tag, err)
 	}
 	return nil
+}
+
+// ServerClock reads the API server's clock through leases: a dry-run
+// create (nothing is stored) comes back with the creationTimestamp the
+// server would have stamped. It needs only the create right that claiming
+// a tag needs anyway. A server that stamps nothing (a fake) gives local.
+func ServerClock(leases Leases, local func() time.Time) func(ctx context.Context) (time.Time, error) {
+	return func(ctx context.Context) (time.Time, error) {
+		got, err := leases.Create(ctx, &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{GenerateName: "kubectl-traceflow-clock-"},
+		}, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err != nil {
+			return time.Time{}, err
+		}
+		if got.CreationTimestamp.IsZero() {
+			return local(), nil
+		}
+		return got.CreationTimestamp.Time, nil
+	}
 }

@@ -3,22 +3,94 @@ package tagalloc
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/utils/ptr"
 )
 
 var t0 = time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
 
+// server is a fake API server for Leases that stamps creationTimestamp
+// and a fresh UID from its own clock, and honours delete preconditions, as
+// the real one does.
+type server struct {
+	cs  *fake.Clientset
+	mu  sync.Mutex
+	now time.Time
+	n   int
+}
+
+func newServer(now time.Time) *server {
+	s := &server{cs: fake.NewClientset(), now: now}
+	s.cs.PrependReactor("create", "leases", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		l := a.(k8stesting.CreateAction).GetObject().(*coordinationv1.Lease)
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.n++
+		l.CreationTimestamp = metav1.NewTime(s.now)
+		l.UID = types.UID(fmt.Sprintf("uid-%d", s.n))
+		return false, nil, nil
+	})
+	s.cs.PrependReactor("delete", "leases", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		d := a.(k8stesting.DeleteAction)
+		pre := d.GetDeleteOptions().Preconditions
+		if pre == nil || pre.UID == nil {
+			return false, nil, nil
+		}
+		cur, err := s.cs.Tracker().Get(a.GetResource(), a.GetNamespace(), d.GetName())
+		if err != nil {
+			return false, nil, nil
+		}
+		if cur.(*coordinationv1.Lease).UID != *pre.UID {
+			return true, nil, apierrors.NewConflict(schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}, d.GetName(), errors.New("UID precondition failed"))
+		}
+		return false, nil, nil
+	})
+	// An update of an object that was deleted and made again meanwhile
+	// fails, as its stale resourceVersion makes it fail on a real server
+	// (the fake tracker checks no resourceVersion).
+	s.cs.PrependReactor("update", "leases", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		l := a.(k8stesting.UpdateAction).GetObject().(*coordinationv1.Lease)
+		cur, err := s.cs.Tracker().Get(a.GetResource(), a.GetNamespace(), l.Name)
+		if err == nil && cur.(*coordinationv1.Lease).UID != l.UID {
+			return true, nil, apierrors.NewConflict(schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}, l.Name, errors.New("stale"))
+		}
+		return false, nil, nil
+	})
+	return s
+}
+
+func (s *server) set(now time.Time) {
+	s.mu.Lock()
+	s.now = now
+	s.mu.Unlock()
+}
+
+func (s *server) clock(context.Context) (time.Time, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.now, nil
+}
+
+func (s *server) alloc() *Allocator {
+	return &Allocator{Leases: s.cs.CoordinationV1().Leases("traceflow-system"), ServerNow: s.clock,
+		Nonce: func() string { return "n" }}
+}
+
 func newAlloc(cs *fake.Clientset, now time.Time) *Allocator {
-	return &Allocator{Leases: cs.CoordinationV1().Leases("kube-system"), Now: func() time.Time { return now }}
+	return &Allocator{Leases: cs.CoordinationV1().Leases("kube-system"),
+		ServerNow: func(context.Context) (time.Time, error) { return now, nil }}
 }
 
 func TestPoolIsAntreasExperimentalRange(t *testing.T) {
@@ -63,36 +135,74 @@ func TestAcquireSkipsTagsInUseElsewhere(t *testing.T) {
 }
 
 func TestExpiredClaimIsTakenOverLiveOneIsNot(t *testing.T) {
-	cs := fake.NewClientset()
-	old := newAlloc(cs, t0)
-	if _, err := old.Acquire(context.Background(), "killed-plugin", 10*time.Second, nil); err != nil {
+	now := time.Now() // the fake stamps managedFields with the real clock
+	srv := newServer(now)
+	old, err := srv.alloc().Acquire(context.Background(), "killed-plugin", 10*time.Second, nil)
+	if err != nil {
 		t.Fatal(err)
 	}
-	// 5 s later the claim still holds: the next trace gets another tag.
-	c, err := newAlloc(cs, t0.Add(5*time.Second)).Acquire(context.Background(), "tf2", 10*time.Second, nil)
+	// 5 s later by the server's clock the claim still holds.
+	srv.set(now.Add(5 * time.Second))
+	c, err := srv.alloc().Acquire(context.Background(), "tf2", 10*time.Second, nil)
 	if err != nil || c.Tag == 7 {
 		t.Fatalf("live claim taken over: tag %v err %v", c, err)
 	}
-	// 11 s later it has expired: tag 7 is free again.
-	c, err = newAlloc(cs, t0.Add(11*time.Second)).Acquire(context.Background(), "tf3", 10*time.Second, nil)
+	// 11 s later it has expired: tag 7 is free again, as a new claim.
+	srv.set(now.Add(11 * time.Second))
+	c, err = srv.alloc().Acquire(context.Background(), "tf3", 10*time.Second, nil)
 	if err != nil || c.Tag != 7 {
 		t.Fatalf("expired claim not taken over: %v %v", c, err)
 	}
-	l, err := cs.CoordinationV1().Leases("kube-system").Get(context.Background(), LeaseName(7), metav1.GetOptions{})
-	if err != nil || *l.Spec.HolderIdentity != "tf3" {
-		t.Fatalf("lease holder after takeover: %v %v", l, err)
+	l, err := srv.cs.CoordinationV1().Leases("traceflow-system").Get(context.Background(), LeaseName(7), metav1.GetOptions{})
+	if err != nil || *l.Spec.HolderIdentity != "tf3/n" || l.Labels[TraceLabel] != "tf3" || l.UID == old.uid {
+		t.Fatalf("lease after takeover: %+v %v", l, err)
+	}
+	// The former holder comes back late and releases: the new claim stays.
+	if err := old.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := srv.cs.CoordinationV1().Leases("traceflow-system").Get(context.Background(), LeaseName(7), metav1.GetOptions{}); err != nil {
+		t.Fatalf("the former holder's late release deleted the new claim: %v", err)
 	}
 }
 
-func TestTakeoverConflictMovesOn(t *testing.T) {
-	cs := fake.NewClientset()
-	if _, err := newAlloc(cs, t0).Acquire(context.Background(), "old", time.Second, nil); err != nil {
+// Expiry is judged by the server's stamps, whatever this machine's clock
+// says: a laptop an hour ahead does not take over a live claim.
+func TestExpiryUsesServerTimeNotLocal(t *testing.T) {
+	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{CreationTimestamp: metav1.NewTime(t0)},
+		Spec: coordinationv1.LeaseSpec{LeaseDurationSeconds: ptr.To(int32(30))}}
+	if Expired(l, t0.Add(29*time.Second)) || !Expired(l, t0.Add(31*time.Second)) {
+		t.Error("expiry is not creationTimestamp + duration")
+	}
+	later := metav1.NewTime(t0.Add(20 * time.Second))
+	l.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "x", Time: &later}}
+	if Expired(l, t0.Add(31*time.Second)) {
+		t.Error("a later server-stamped write (managedFields time) does not extend the claim")
+	}
+	now := time.Now() // the fake stamps managedFields with the real clock
+	srv := newServer(now)
+	if _, err := srv.alloc().Acquire(context.Background(), "a", 30*time.Second, nil); err != nil {
 		t.Fatal(err)
 	}
-	cs.PrependReactor("update", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+	a := srv.alloc()
+	a.Start = func(int) int { return 0 }
+	c, err := a.Acquire(context.Background(), "b", 30*time.Second, nil)
+	if err != nil || c.Tag == 7 {
+		t.Fatalf("took over a live claim: %v %v", c, err)
+	}
+}
+
+func TestTakeoverLostRaceMovesOn(t *testing.T) {
+	now := time.Now() // the fake stamps managedFields with the real clock
+	srv := newServer(now)
+	if _, err := srv.alloc().Acquire(context.Background(), "old", time.Second, nil); err != nil {
+		t.Fatal(err)
+	}
+	srv.cs.PrependReactor("delete", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewConflict(schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}, LeaseName(7), errors.New("raced"))
 	})
-	c, err := newAlloc(cs, t0.Add(time.Minute)).Acquire(context.Background(), "new", time.Minute, nil)
+	srv.set(now.Add(time.Minute))
+	c, err := srv.alloc().Acquire(context.Background(), "new", time.Minute, nil)
 	if err != nil || c.Tag != 11 {
 		t.Fatalf("after losing the race for 7 want 11, got %v %v", c, err)
 	}
@@ -149,5 +259,44 @@ func TestAPIErrorIsReturned(t *testing.T) {
 	_, err := newAlloc(cs, t0).Acquire(context.Background(), "tf", time.Minute, nil)
 	if !apierrors.IsForbidden(err) {
 		t.Fatalf("want the Forbidden error wrapped, got %v", err)
+	}
+}
+
+// Hold renews a running trace's claim by writing it, which the server
+// stamps; it stops once the Lease is someone else's.
+func TestHoldRenewsUntilTheClaimIsNotOurs(t *testing.T) {
+	srv := newServer(time.Now())
+	c, err := srv.alloc().Acquire(context.Background(), "running", ClaimDuration, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.renewEvery = 5 * time.Millisecond
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{})
+	go func() { c.Hold(ctx, time.Now); close(done) }()
+	leases := srv.cs.CoordinationV1().Leases("traceflow-system")
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		l, err := leases.Get(context.Background(), c.name, metav1.GetOptions{})
+		if err == nil && l.Spec.RenewTime != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the claim was never renewed")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	// Someone took the tag over (a new claim, a new UID): Hold stops.
+	if err := leases.Delete(context.Background(), c.name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := srv.alloc().Acquire(context.Background(), "next", ClaimDuration, nil); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Hold went on renewing a claim that is not ours")
 	}
 }
