@@ -9,6 +9,8 @@ COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 CACHE_DIR ?= /var/cache/kubectl-traceflow
 GOLANGCI_VERSION := v2.15.0
 GOLANGCI := $(CACHE_DIR)/tools/golangci-lint-$(GOLANGCI_VERSION)/golangci-lint
+ACTIONLINT_VERSION := v1.7.12
+ACTIONLINT := $(CACHE_DIR)/tools/actionlint-$(ACTIONLINT_VERSION)/actionlint
 GO_LDFLAGS := -s -w -X github.com/kubectl-traceflow/kubectl-traceflow/internal/version.Version=$(VERSION) -X github.com/kubectl-traceflow/kubectl-traceflow/internal/version.Commit=$(COMMIT)
 GO_BUILD := CGO_ENABLED=0 go build -trimpath -ldflags '$(GO_LDFLAGS)'
 TESTSUMMARY := go run ./hack/testsummary
@@ -35,9 +37,13 @@ vet: ## go vet every package, build tags included
 $(GOLANGCI):
 	GOBIN=$(dir $(GOLANGCI)) go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_VERSION)
 
+$(ACTIONLINT):
+	GOBIN=$(dir $(ACTIONLINT)) go install github.com/rhysd/actionlint/cmd/actionlint@$(ACTIONLINT_VERSION)
+
 .PHONY: lint
-lint: $(GOLANGCI) vet ## golangci-lint (v2, config in .golangci.yml) and go vet
+lint: $(GOLANGCI) $(ACTIONLINT) vet ## golangci-lint (v2, config in .golangci.yml), go vet, actionlint on .github/workflows
 	$(GOLANGCI) run --build-tags integration,e2e ./...
+	$(ACTIONLINT) -shellcheck= .github/workflows/*.yml
 
 .PHONY: deps
 deps: ## install the Debian packages the integration and e2e tests need (root; skips what is present)
@@ -106,8 +112,8 @@ image: build ## the helper image as an OCI archive, without Docker (images/helpe
 	@echo "dist/traceflow-helper-$(VERSION).oci.tar: $(HELPER_IMAGE) (load with: ctr -n k8s.io image import FILE)"
 
 .PHONY: release
-release: ## archives for linux, darwin (amd64, arm64) and windows/amd64 with sha256 sums, in dist/
-	RELEASE_VERSION=$(VERSION) COMMIT=$(COMMIT) hack/release.sh
+release: ## archives for linux, darwin (amd64, arm64) and windows/amd64 with sha256 sums, in dist/ (HELPER_IMAGE_REF=IMAGE@sha256:... stamps the default helper image)
+	RELEASE_VERSION=$(VERSION) COMMIT=$(COMMIT) HELPER_IMAGE_REF=$(HELPER_IMAGE_REF) hack/release.sh
 	RELEASE_VERSION=$(VERSION) hack/release-check.sh
 
 $(KREW_TOOLS)/krew $(KREW_TOOLS)/validate-krew-manifest:

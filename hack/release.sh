@@ -10,6 +10,15 @@ out=${DIST:-dist}
 platforms=${PLATFORMS:-"linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64"}
 pkg=github.com/kubectl-traceflow/kubectl-traceflow/internal/version
 ldflags="-s -w -buildid= -X $pkg.Version=$version -X $pkg.Commit=$commit"
+# The release pipeline pushes the helper image first and passes its
+# digest-pinned reference here, so the plugin's default is exactly that image.
+if [ -n "${HELPER_IMAGE_REF:-}" ]; then
+  case $HELPER_IMAGE_REF in
+    *@sha256:*) ;;
+    *) echo "HELPER_IMAGE_REF=$HELPER_IMAGE_REF: want IMAGE@sha256:DIGEST" >&2; exit 2 ;;
+  esac
+  ldflags+=" -X $pkg.HelperImage=$HELPER_IMAGE_REF"
+fi
 # A fixed timestamp (the commit's) keeps archives byte-identical across builds.
 epoch=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || echo 0)}
 

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kubectl-traceflow/kubectl-traceflow/internal/version"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/install"
 )
 
@@ -36,5 +37,21 @@ func TestInstallThenUninstall(t *testing.T) {
 	res = runCommand(t, []string{"uninstall", "--dry-run"})
 	if res.err != nil || res.stdout != "" { // a fresh fake cluster: nothing to remove
 		t.Errorf("uninstall --dry-run on an empty cluster: %q %v", res.stdout, res.err)
+	}
+}
+
+// A release stamps the pushed image's digest; the plugin then runs exactly
+// that image by default, and says so.
+func TestDefaultHelperImageIsTheStampedDigest(t *testing.T) {
+	const ref = "ghcr.io/kubectl-traceflow/traceflow-helper:v1.2.3@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	old := version.HelperImage
+	version.HelperImage = ref
+	defer func() { version.HelperImage = old }()
+	if got := DefaultHelperImage(); got != ref {
+		t.Fatalf("default helper image %q, want the stamped %q", got, ref)
+	}
+	res := runCommand(t, []string{"version"})
+	if !strings.Contains(res.stdout, "helper image: "+ref) {
+		t.Errorf("version does not name the stamped image:\n%s", res.stdout)
 	}
 }

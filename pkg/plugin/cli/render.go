@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"fmt"
 	"io"
 	"os"
 	"strconv"
@@ -29,6 +30,9 @@ type sink struct {
 	stop   chan struct{}
 	done   sync.WaitGroup
 	err    error
+	// warnTo, for the structured formats (whose stdout is the record),
+	// gets the warnings as "Warning: ..." lines, as kubectl writes them.
+	warnTo io.Writer
 }
 
 // spinnerEvery is the live view's redraw period: often enough for a
@@ -65,6 +69,14 @@ func (s *sink) Emit(u outcome.Update) {
 		s.keep(s.plain.Write(&s.model, u))
 	case s.live != nil:
 		s.keep(s.screen.Draw(s.live.Frame(&s.model, s.now(), s.step)))
+	case s.warnTo != nil:
+		if w, ok := u.(outcome.Warning); ok {
+			where := ""
+			if w.Node != "" {
+				where = " (node " + safe(w.Node) + ")"
+			}
+			_, _ = fmt.Fprintf(s.warnTo, "Warning: %s%s\n", safe(w.Message), where)
+		}
 	}
 }
 

@@ -263,6 +263,9 @@ func (o *TraceOptions) Run(ctx context.Context) error {
 		return o.print(o.Out, tf, res)
 	}
 	s := newSink(o.format, o.explain, o.useColor, o.Out, time.Now)
+	if o.format == outputJSON || o.format == outputYAML {
+		s.warnTo = o.ErrOut
+	}
 	r, err := o.trace(ctx, clients, res, tf, s.Emit)
 	if cerr := s.Close(); err == nil {
 		err = cerr

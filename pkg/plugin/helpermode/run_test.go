@@ -211,7 +211,7 @@ func TestStartFailures(t *testing.T) {
 		{"image pull", func(f *fakeCluster, p *corev1.Pod) {
 			f.event(p, "Pulling", "pulling image")
 			f.setState(p, corev1.PodPending, corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ErrImagePull", Message: "not found"}})
-		}, "cannot pull the helper image helper:test"},
+		}, "(ErrImagePull: not found); to build and push one yourself: docker build -f images/helper/Dockerfile"},
 		{"no OVS on the node", func(f *fakeCluster, p *corev1.Pod) {
 			f.event(p, "FailedMount", `MountVolume.SetUp failed for volume "ovs-run" : hostPath type check failed: /var/run/openvswitch is not a directory`)
 		}, "no Open vSwitch run directory"},

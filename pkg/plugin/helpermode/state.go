@@ -68,6 +68,12 @@ func hopFrom(node string, role report.Role, l report.Line) outcome.Hop {
 	return h
 }
 
+// BuildImageHint says how to make a helper image the nodes can pull: until
+// a release publishes one, the default image may not exist in any registry.
+const BuildImageHint = "to build and push one yourself: docker build -f images/helper/Dockerfile -t REGISTRY/traceflow-helper:TAG . && docker push REGISTRY/traceflow-helper:TAG " +
+	"(from a checkout of kubectl-traceflow; without Docker, make image HELPER_IMAGE=REGISTRY/traceflow-helper:TAG writes an OCI archive to push with your tools), " +
+	"then run with --helper-image REGISTRY/traceflow-helper:TAG (or REGISTRY/traceflow-helper@sha256:DIGEST)"
+
 // Container waiting reasons that will not resolve by waiting.
 var fatalWaiting = map[string]string{
 	"ErrImagePull":               "cannot pull the helper image %s: check --helper-image and that the node can reach its registry",
@@ -97,7 +103,11 @@ func podProblem(p *corev1.Pod, image string) (problem, waiting string) {
 	for _, cs := range p.Status.ContainerStatuses {
 		if w := cs.State.Waiting; w != nil {
 			if f, ok := fatalWaiting[w.Reason]; ok {
-				return fmt.Sprintf(f, image) + " (" + w.Reason + ": " + w.Message + ")", w.Reason
+				msg := fmt.Sprintf(f, image) + " (" + w.Reason + ": " + w.Message + ")"
+				if w.Reason == "ErrImagePull" || w.Reason == "ImagePullBackOff" {
+					msg += "; " + BuildImageHint
+				}
+				return msg, w.Reason
 			}
 			return "", w.Reason
 		}
