@@ -3,6 +3,7 @@ package engine
 import (
 	"bytes"
 	"net/netip"
+	"strconv"
 	"testing"
 
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/ofproto"
@@ -226,5 +227,32 @@ func TestBuildPlanMarkHopNeedsItsOwnCopy(t *testing.T) {
 		if p.Watched[tc.markHop] != tc.wantWatched {
 			t.Errorf("%s: mark hop watched %v, want %v (%q)", name, p.Watched[tc.markHop], tc.wantWatched, p.Skipped[tc.markHop])
 		}
+	}
+}
+
+// Concurrent traces on one node must never install the same trampoline or
+// bump match: OVS would keep one flow for both, and one trace would go on
+// through the other's trampoline (seen as a false "drop" at the output table
+// of an inter-node probe in a 27-trace suite).
+func TestOwnMarksDifferPerTag(t *testing.T) {
+	seen := map[uint32]string{}
+	for _, base := range []struct {
+		name string
+		mark uint32
+	}{{"tramp", markTramp}, {"bump", markBump}} {
+		for tag := uint8(1); tag <= 63; tag++ {
+			m := ownMark(base.mark, tag)
+			if prev, dup := seen[m]; dup {
+				t.Fatalf("%s mark of tag %d = %#x, already %s", base.name, tag, m, prev)
+			}
+			if m == markCont {
+				t.Fatalf("%s mark of tag %d is the continuation mark", base.name, tag)
+			}
+			seen[m] = base.name + " of tag " + strconv.Itoa(int(tag))
+		}
+	}
+	md := openflow.Metadata{InPort: 3}
+	if got, want := metadataFlow(md, ownMark(markTramp, 7)), "in_port=3,pkt_mark=0x74661007"; got != want {
+		t.Errorf("metadataFlow = %q, want %q", got, want)
 	}
 }

@@ -65,11 +65,21 @@ const (
 
 // pkt_mark values the helper uses on the probe only, between a hop where
 // the trace ends open (a dp_hash group, say) and the next table lookup.
+// markTramp and markBump are bases: a session adds its tag (ownMark), so
+// that helpers of concurrent traces on one node never install flows with
+// the same match and priority, which OVS would take as one flow, the later
+// replacing the earlier (a trace then continued through another trace's
+// trampoline: without its tunnel fields an inter-node probe's trace ended
+// in "drop" at the output table, while the real probe was delivered).
 const (
 	markCont  = uint32(0x74660000)
 	markTramp = uint32(0x74661000)
 	markBump  = uint32(0x74662000)
 )
+
+// ownMark is base with the trace's tag in its low bits (tags are at most
+// 63, and unique among running traces).
+func ownMark(base uint32, tag uint8) uint32 { return base | uint32(tag) }
 
 // TraceCookie builds a trace's cookie base from its tag and a random value.
 func TraceCookie(tag uint8, random uint32) uint64 {

@@ -268,7 +268,7 @@ func (s *session) revalidated(ctx context.Context) error {
 	if _, err := s.ovs.Call(ctx, "revalidator/wait"); err != nil {
 		return err
 	}
-	bump := openflow.NewFlow(s.of.NextXid(), 0, 0, s.cookie|kindBump, 1, openflow.PktMarkField(markBump), nil)
+	bump := openflow.NewFlow(s.of.NextXid(), 0, 0, s.cookie|kindBump, 1, openflow.PktMarkField(ownMark(markBump, s.c.Tag)), nil)
 	if err := s.of.Send(bump); err != nil {
 		return err
 	}

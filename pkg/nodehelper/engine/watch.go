@@ -223,7 +223,7 @@ func (s *session) extend(ctx context.Context, p *path, pin openflow.PacketIn, ta
 		md.TunMetadata, md.TunFlags, md.HasTunFlags = nil, 0, false
 	}
 	actions := append(append(openflow.SetFieldAction(openflow.PktMarkField(0)), tunnelSet...), openflow.ResubmitAction(table)...)
-	tramp := openflow.NewFlow(s.of.NextXid(), 0, 0xffff, s.cookie|kindTramp, s.c.hardTimeout(), openflow.PktMarkField(markTramp), actions)
+	tramp := openflow.NewFlow(s.of.NextXid(), 0, 0xffff, s.cookie|kindTramp, s.c.hardTimeout(), openflow.PktMarkField(ownMark(markTramp, s.c.Tag)), actions)
 	for _, m := range [][]byte{del, tramp} {
 		if err := s.of.Send(m); err != nil {
 			resume()
@@ -236,7 +236,7 @@ func (s *session) extend(ctx context.Context, p *path, pin openflow.PacketIn, ta
 	}
 	// The trace's packet carries no tag, so that it takes the pipeline's
 	// flows and not the helper's copies of them.
-	t, err := s.trace(ctx, metadataFlow(md, markTramp), probe.WithDSCP(pin.Packet, 0))
+	t, err := s.trace(ctx, metadataFlow(md, ownMark(markTramp, s.c.Tag)), probe.WithDSCP(pin.Packet, 0))
 	undo, _ := openflow.DeleteByCookie(s.of.NextXid(), s.cookie|kindTramp, ^uint64(0))
 	_ = s.of.Send(undo)
 	if err != nil {
@@ -260,7 +260,7 @@ func (s *session) extend(ctx context.Context, p *path, pin openflow.PacketIn, ta
 		p.t.TunnelDst = t.TunnelDst
 	}
 	p.t.Text += fmt.Sprintf("\n=== continued at table %d with the real packet's metadata (%s) ===\n%s",
-		table, metadataFlow(md, markTramp), t.Text)
+		table, metadataFlow(md, ownMark(markTramp, s.c.Tag)), t.Text)
 	if hairpin {
 		// Predicted, not watched: see above.
 		s.c.Logf("the probe came back to its source (a hairpin): not resumed, the rest of its path is OVS's prediction")
