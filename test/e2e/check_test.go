@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -36,21 +37,8 @@ type checkRun struct {
 func runCheck(t testing.TB, stdin string, args ...string) checkRun {
 	t.Helper()
 	full := append([]string{"traceflow", "check", "-o", "json"}, args...)
-	cmd := exec.Command("kubectl", full...)
-	cmd.Env = kubectlEnv()
-	cmd.Stdin = strings.NewReader(stdin)
-	var out, errb strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	r := checkRun{stdout: out.String(), stderr: errb.String()}
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-	case errors.As(err, &ee):
-		r.code = ee.ExitCode()
-	default:
-		t.Fatalf("kubectl %s: %v", strings.Join(full, " "), err)
-	}
+	var r checkRun
+	r.stdout, r.stderr, r.code = runKubectl(context.Background(), t, stdin, full...)
 	r.cases = decodeCheck(t, r.stdout)
 	t.Logf("kubectl %s: exit %d\n%s%s", strings.Join(full, " "), r.code, r.stderr, r.stdout)
 	return r

@@ -76,6 +76,27 @@ type traceRun struct {
 	record         *traceflow.Traceflow
 }
 
+// runKubectl runs the real kubectl with stdin and returns its output and
+// exit code; a kubectl that cannot run at all fails the test.
+func runKubectl(ctx context.Context, t testing.TB, stdin string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, "kubectl", args...)
+	cmd.Env = kubectlEnv()
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errb strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+		code = ee.ExitCode()
+	default:
+		t.Fatalf("kubectl %s: %v", strings.Join(args, " "), err)
+	}
+	return out.String(), errb.String(), code
+}
+
 // runTrace runs `kubectl traceflow ARGS -o json` and decodes the record.
 func runTrace(t testing.TB, args ...string) traceRun {
 	t.Helper()
@@ -83,20 +104,8 @@ func runTrace(t testing.TB, args ...string) traceRun {
 	defer cancel()
 	full := append([]string{"traceflow"}, args...)
 	full = append(full, "-o", "json")
-	cmd := exec.CommandContext(ctx, "kubectl", full...)
-	cmd.Env = kubectlEnv()
-	var out, errb strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	r := traceRun{stdout: out.String(), stderr: errb.String()}
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-	case errors.As(err, &ee):
-		r.code = ee.ExitCode()
-	default:
-		t.Fatalf("kubectl %s: %v", strings.Join(full, " "), err)
-	}
+	var r traceRun
+	r.stdout, r.stderr, r.code = runKubectl(ctx, t, "", full...)
 	if strings.TrimSpace(r.stdout) != "" {
 		r.record = &traceflow.Traceflow{}
 		if err := json.Unmarshal([]byte(r.stdout), r.record); err != nil {
