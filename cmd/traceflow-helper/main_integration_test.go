@@ -72,7 +72,8 @@ func TestIntegrationCLIExitCodes(t *testing.T) {
 	n, a, b := newNode(t)
 	base := []string{"--ovs-rundir", n.Dir, "--bridge", n.Bridge, "--node", "node1"}
 	code, lines, stderr := runHelper(t, append([]string{"trace", "--source-pod", "default/pod-a", "--destination", b.IP.String(), "--tcp", "80", "--tag", "7"}, base...)...)
-	if code != 0 || len(lines) < 3 || lines[0].Type != report.TypeReady || lines[len(lines)-1].Type != report.TypeResult {
+	if code != 0 || len(lines) < 4 || lines[0].Type != report.TypeReady || lines[len(lines)-2].Type != report.TypeResult ||
+		lines[len(lines)-1].Type != report.TypeCleanup || lines[len(lines)-1].Cleanup.FlowsLeft != 0 {
 		t.Fatalf("delivered trace: exit %d, lines %+v, stderr %s", code, lines, stderr)
 	}
 	if r := lines[0].Ready; r.HelperVersion == "" || r.Tag != 7 || r.Node != "node1" || r.SourcePort != a.Port {
@@ -90,7 +91,7 @@ func TestIntegrationCLIExitCodes(t *testing.T) {
 	// Without tunnels a probe can still arrive routed through the gateway:
 	// the receiver waits for it there, and says it did not come.
 	if code, lines, stderr = runHelper(t, append([]string{"receive", "--tag", "9", "--timeout", "300ms"}, base...)...); code != 3 ||
-		lines[len(lines)-1].Explanation == nil || !strings.Contains(lines[len(lines)-1].Explanation.Summary, "arrived from another node") {
+		lines[len(lines)-2].Explanation == nil || !strings.Contains(lines[len(lines)-2].Explanation.Summary, "arrived from another node") {
 		t.Errorf("receive without tunnels: exit %d, want 3 and a result saying nothing arrived: %+v %s", code, lines, stderr)
 	}
 	if code, lines, _ = runHelper(t, "trace", "--ovs-rundir", n.Dir, "--bridge", "br-nope", "--in-port", a.Port, "--destination", b.IP.String()); code != 4 || lines[len(lines)-1].Type != report.TypeError {
@@ -141,14 +142,69 @@ func TestIntegrationSIGKILLLeavesNothing(t *testing.T) {
 	t.Fatalf("flows with the trace's cookie remain %s after SIGKILL:\n%s", timeout+time.Second, n.DumpFlows(filter))
 }
 
+// A receiver stopped by SIGTERM while it waits (the plugin stops the
+// receivers the probe did not reach, once the verdict is known) deletes its
+// flows, and its last line says so: once that line is out, the bridge holds
+// nothing of the trace.
+func TestIntegrationSIGTERMCleanupLine(t *testing.T) {
+	n, _, _ := newNode(t)
+	other := ovstest.NewNode(t, 2)
+	ovstest.Join(n, other)
+	cmd := helper("receive", "--ovs-rundir", n.Dir, "--bridge", n.Bridge, "--tag", "35", "--timeout", "30s")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill() //nolint:errcheck // gone already when the test passes
+	rd := bufio.NewReader(stdout)
+	line, err := rd.ReadBytes('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready, err := report.ParseLine(line)
+	if err != nil || ready.Type != report.TypeReady {
+		t.Fatalf("first line %q: %v", line, err)
+	}
+	filter := "cookie=" + ready.Ready.Cookie + "/0xffffffffffffff00"
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	var last report.Line
+	for {
+		b, err := rd.ReadBytes('\n')
+		if err != nil {
+			break
+		}
+		l, err := report.ParseLine(b)
+		if err != nil {
+			t.Fatalf("line %q: %v", b, err)
+		}
+		if l.Type == report.TypeCleanup {
+			// Checked before the process exits: the line alone must
+			// be enough.
+			if f := n.DumpFlows(filter); strings.Contains(f, "cookie=") {
+				t.Fatalf("cleanup line %+v, but flows remain:\n%s", *l.Cleanup, f)
+			}
+		}
+		last = l
+	}
+	_ = cmd.Wait()
+	if last.Type != report.TypeCleanup || last.Cleanup.FlowsLeft != 0 || last.Cleanup.Cookie != ready.Ready.Cookie || last.Cleanup.Error != "" {
+		t.Fatalf("last line %+v (cleanup %+v): want a cleanup line for cookie %s with no flows left", last, last.Cleanup, ready.Ready.Cookie)
+	}
+}
+
 // A receiver that sees nothing exits 3 with a result line, leaving nothing.
 func TestIntegrationCLIReceiveNotSeen(t *testing.T) {
 	n, _, _ := newNode(t)
 	other := ovstest.NewNode(t, 2)
 	ovstest.Join(n, other)
 	code, lines, stderr := runHelper(t, "receive", "--ovs-rundir", n.Dir, "--bridge", n.Bridge, "--tag", "34", "--timeout", "500ms")
-	if code != 3 || lines[len(lines)-1].Type != report.TypeResult {
-		t.Fatalf("exit %d, want 3 with a result line: %+v %s", code, lines, stderr)
+	if code != 3 || lines[len(lines)-2].Type != report.TypeResult || lines[len(lines)-1].Type != report.TypeCleanup {
+		t.Fatalf("exit %d, want 3 with a result line and a cleanup line: %+v %s", code, lines, stderr)
 	}
 	if f := n.DumpFlows(fmt.Sprintf("cookie=%s/0xffffffffffffff00", lines[0].Ready.Cookie)); strings.Contains(f, "cookie=") {
 		t.Errorf("flows remain:\n%s", f)

@@ -103,11 +103,17 @@ func observations(lines []report.Line) []report.Observation {
 	return out
 }
 
+// result returns the result line, which comes right before the last line:
+// the cleanup line, which must say the trace's flows are gone.
 func result(t *testing.T, lines []report.Line) report.Line {
 	t.Helper()
-	if len(lines) == 0 || lines[len(lines)-1].Type != report.TypeResult {
-		t.Fatalf("report does not end with a result line: %+v", lines)
+	if len(lines) < 2 || lines[len(lines)-1].Type != report.TypeCleanup || lines[len(lines)-2].Type != report.TypeResult {
+		t.Fatalf("report does not end with a result line and a cleanup line: %+v", lines)
 	}
+	if c := lines[len(lines)-1].Cleanup; c.FlowsLeft != 0 || c.Error != "" || c.Cookie == "" {
+		t.Fatalf("cleanup line %+v: want no flows left, no error, the trace's cookie", *c)
+	}
+	lines = lines[:len(lines)-1]
 	if lines[0].Type != report.TypeReady {
 		t.Fatalf("report does not start with a ready line: %+v", lines[0])
 	}

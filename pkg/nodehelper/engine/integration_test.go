@@ -145,7 +145,7 @@ func TestIntegrationNetworkPolicyDrop(t *testing.T) {
 	if last.Action != report.ActionDropped || last.Component != report.ComponentNetworkPolicy || last.ComponentInfo != "IngressDefaultRule" {
 		t.Fatalf("last observation %+v, want NetworkPolicy/IngressDefaultRule Dropped", last)
 	}
-	hop := lines[len(lines)-2].Hop
+	hop := lines[len(lines)-3].Hop // before the result and cleanup lines
 	if hop == nil || hop.TableName != "IngressDefaultRule" || !strings.Contains(hop.Flow, fmt.Sprintf("reg1=0x%x", o.b.Ofport)) ||
 		hop.Cookie != fmt.Sprintf("%#x", ovstest.CookiePolicy) || !hop.Observed {
 		t.Fatalf("dropping hop %+v, want table IngressDefaultRule, the reg1 flow and its cookie, observed", hop)
@@ -172,7 +172,7 @@ func TestIntegrationUnroutedDrop(t *testing.T) {
 	if last.Action != report.ActionDropped || last.ComponentInfo != "L3Forwarding" || last.Component != report.ComponentRouting {
 		t.Fatalf("last observation %+v, want Routing/L3Forwarding Dropped", last)
 	}
-	if h := lines[len(lines)-2].Hop; h == nil || !h.NoMatch || !h.Observed {
+	if h := lines[len(lines)-3].Hop; h == nil || !h.NoMatch || !h.Observed {
 		t.Fatalf("last hop %+v, want an observed table miss", h)
 	}
 	checkAgainstOVS(t, o.n, fmt.Sprintf("in_port=%d", o.a.Ofport), probeFor(t, o.a, dst, o.n.GatewayMAC, probe.TCP, 80, tag), res)

@@ -171,8 +171,10 @@ func readTableNames(ctx context.Context, of *openflow.Session) (TableNames, erro
 	return names, nil
 }
 
-// cleanup deletes every flow of the trace. It runs on every exit path;
-// hard_timeout covers a helper that is killed.
+// cleanup deletes every flow of the trace, counts what is left, and says
+// so on a cleanup line: the last line of the helper's report, which tells
+// the plugin that stopping the helper left nothing behind. It runs on
+// every exit path; hard_timeout covers a helper that is killed.
 func (s *session) cleanup() {
 	s.wanted = nil
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
@@ -184,10 +186,34 @@ func (s *session) cleanup() {
 	if err == nil {
 		err = s.of.Barrier(ctx)
 	}
+	left := -1
+	if err == nil {
+		left, err = s.countFlows(ctx)
+	}
+	c := report.Cleanup{Cookie: fmt.Sprintf("%#x", s.cookie), FlowsLeft: left, HardTimeout: int(s.c.hardTimeout())}
 	if err != nil {
+		c.Error = err.Error()
 		s.c.Logf("cleanup: delete flows with cookie %#x/%#x: %v (they expire after %ds)", s.cookie, cookieMask, err, s.c.hardTimeout())
 	}
 	s.of.Close()
+	_ = s.c.Out.Write(report.Line{Type: report.TypeCleanup, Cleanup: &c})
+}
+
+// countFlows counts every flow in the bridge with the trace's cookie.
+func (s *session) countFlows(ctx context.Context) (int, error) {
+	bodies, err := s.of.Multipart(ctx, openflow.FlowDescRequest(s.of.NextXid(), openflow.AllTables, s.cookie, cookieMask))
+	if err != nil {
+		return -1, fmt.Errorf("count the trace's flows: %w", err)
+	}
+	n := 0
+	for _, b := range bodies {
+		fds, err := openflow.DecodeFlowDescs(b)
+		if err != nil {
+			return -1, fmt.Errorf("count the trace's flows: %w", err)
+		}
+		n += len(fds)
+	}
+	return n, nil
 }
 
 // flowsOf reads the flows of every table on the trace's path.

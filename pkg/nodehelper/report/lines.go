@@ -16,10 +16,13 @@ import (
 //	{"v":1,"type":"observation","time":"...","observation":{...},"hop":{...}}
 //	{"v":1,"type":"result","time":"...","result":{...},"explanation":{...},"exitCode":0}
 //	{"v":1,"type":"error","time":"...","error":{"code":"setup","message":"..."}}
+//	{"v":1,"type":"cleanup","time":"...","cleanup":{"cookie":"0x...","flowsLeft":0}}
 //
 // A helper prints exactly one ready line (or an error line and exits 4
 // before it), any number of observation lines, and ends with one result
-// line, or an error line. Readers must ignore fields they do not know;
+// line, or an error line. A helper that connected to OVS also prints one
+// cleanup line once it has deleted its flows, after the result line (and
+// before an error line). Readers must ignore fields they do not know;
 // a change that breaks readers increments SchemaVersion.
 
 // SchemaVersion is the version of the line format this package writes.
@@ -34,6 +37,7 @@ const (
 	TypeObservation LineType = "observation"
 	TypeResult      LineType = "result"
 	TypeError       LineType = "error"
+	TypeCleanup     LineType = "cleanup"
 )
 
 // Line is one JSON line of the helper's output.
@@ -48,8 +52,25 @@ type Line struct {
 	Result      *NodeResult  `json:"result,omitempty"`
 	Explanation *Explanation `json:"explanation,omitempty"`
 	// ExitCode is the helper's exit code, on the result line.
-	ExitCode *int   `json:"exitCode,omitempty"`
-	Error    *Error `json:"error,omitempty"`
+	ExitCode *int     `json:"exitCode,omitempty"`
+	Error    *Error   `json:"error,omitempty"`
+	Cleanup  *Cleanup `json:"cleanup,omitempty"`
+}
+
+// Cleanup says what the helper's deletion of its flows left: it is the
+// last thing a helper does, so whoever stops a helper knows from this line
+// that the bridge holds nothing of the trace any more (or what it holds).
+type Cleanup struct {
+	// Cookie is the trace's flow cookie ("0x...").
+	Cookie string `json:"cookie"`
+	// FlowsLeft counts the trace's flows still in the bridge after the
+	// deletion; -1 when they could not be counted.
+	FlowsLeft int `json:"flowsLeft"`
+	// HardTimeout is the flows' hard_timeout in seconds: the latest they
+	// expire by themselves, counted from when they were installed.
+	HardTimeout int `json:"hardTimeout"`
+	// Error says why the deletion or the count failed.
+	Error string `json:"error,omitempty"`
 }
 
 // Ready says the helper has installed its flows.
@@ -184,6 +205,8 @@ func ParseLine(b []byte) (Line, error) {
 		ok = l.Result != nil
 	case TypeError:
 		ok = l.Error != nil
+	case TypeCleanup:
+		ok = l.Cleanup != nil
 	default:
 		return l, fmt.Errorf("helper report line has unknown type %q", l.Type)
 	}

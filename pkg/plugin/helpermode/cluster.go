@@ -30,6 +30,9 @@ import (
 // Cluster is what the runner needs of the API server.
 type Cluster interface {
 	CreatePod(ctx context.Context, pod *corev1.Pod) error
+	// StopPods asks the kubelets to stop every helper pod of trace: a
+	// graceful delete, which sends the helpers SIGTERM.
+	StopPods(ctx context.Context, namespace, trace string) error
 	// DeletePods deletes every helper pod of trace, at once.
 	DeletePods(ctx context.Context, namespace, trace string) error
 	// WatchPods watches the helper pods of trace.
@@ -60,11 +63,21 @@ func (c clientsetCluster) CreatePod(ctx context.Context, pod *corev1.Pod) error 
 	return err
 }
 
+func (c clientsetCluster) StopPods(ctx context.Context, namespace, trace string) error {
+	return c.deletePods(ctx, namespace, trace, nil)
+}
+
+// DeletePods deletes with grace period 0: the API objects go at once. The
+// runner calls it once the helpers have said their flows are gone (or
+// could not), so nothing of the trace is left to a SIGTERM still on its
+// way.
 func (c clientsetCluster) DeletePods(ctx context.Context, namespace, trace string) error {
-	// Grace period 0: the helper removes its flows on SIGTERM at once, and
-	// the trace's flows expire by hard_timeout anyway.
+	return c.deletePods(ctx, namespace, trace, ptr.To(int64(0)))
+}
+
+func (c clientsetCluster) deletePods(ctx context.Context, namespace, trace string, grace *int64) error {
 	err := c.cs.CoreV1().Pods(namespace).DeleteCollection(ctx,
-		metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))},
+		metav1.DeleteOptions{GracePeriodSeconds: grace},
 		metav1.ListOptions{LabelSelector: traceSelector(trace)})
 	if apierrors.IsNotFound(err) {
 		return nil

@@ -29,6 +29,14 @@ type fakeCluster struct {
 	readers map[string]*io.PipeReader
 	created []*corev1.Pod
 	deleted []string // trace names whose pods were deleted
+	// stopped counts StopPods calls; onStop, when set, plays each
+	// helper's SIGTERM instead of the default: a cleanup line, then the
+	// end of its log.
+	stopped int
+	onStop  func(f *fakeCluster, pod string)
+	// cleaned counts the cleanup lines the default SIGTERM wrote, and
+	// cleanedAtDelete how many had been written when DeletePods came.
+	cleaned, cleanedAtDelete int
 	// script runs for each created pod, in its own goroutine: it may send
 	// pod updates and events, and write report lines.
 	script func(f *fakeCluster, p *corev1.Pod)
@@ -36,6 +44,7 @@ type fakeCluster struct {
 	// gone, when a line arrives on its stdin through Attach.
 	opened map[string]chan struct{}
 	gone   map[string]chan struct{}
+	ended  map[string]bool
 	// attachErr, when set, is what Attach returns at once.
 	attachErr error
 }
@@ -48,6 +57,7 @@ func newFakeCluster(script func(f *fakeCluster, p *corev1.Pod)) *fakeCluster {
 		readers: map[string]*io.PipeReader{},
 		opened:  map[string]chan struct{}{},
 		gone:    map[string]chan struct{}{},
+		ended:   map[string]bool{},
 		script:  script,
 	}
 }
@@ -70,10 +80,44 @@ func (f *fakeCluster) CreatePod(_ context.Context, p *corev1.Pod) error {
 	return nil
 }
 
+// StopPods plays the kubelets' SIGTERM: a helper whose log is followed
+// writes its cleanup line and ends; any other pod goes away.
+func (f *fakeCluster) StopPods(context.Context, string, string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.stopped++
+	for _, p := range f.created {
+		w, opened := f.logs[p.Name], f.opened[p.Name]
+		if f.ended[p.Name] {
+			continue // exited already
+		}
+		select {
+		case <-opened:
+		default:
+			f.pods.ch <- watch.Event{Type: watch.Deleted, Object: p.DeepCopy()}
+			continue
+		}
+		go func() {
+			if f.onStop != nil {
+				f.onStop(f, p.Name)
+				return
+			}
+			b, _ := json.Marshal(report.Line{Version: report.SchemaVersion, Type: report.TypeCleanup, Cleanup: &report.Cleanup{Cookie: "0x7466070000000000", HardTimeout: 10}})
+			f.mu.Lock()
+			f.cleaned++ // counted before the line can reach the runner
+			f.mu.Unlock()
+			_, _ = w.Write(append(b, '\n'))
+			_ = w.Close()
+		}()
+	}
+	return nil
+}
+
 func (f *fakeCluster) DeletePods(_ context.Context, _, trace string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.deleted = append(f.deleted, trace)
+	f.cleanedAtDelete = f.cleaned
 	for _, w := range f.logs {
 		_ = w.CloseWithError(io.EOF)
 	}
@@ -177,6 +221,7 @@ func (f *fakeCluster) write(p *corev1.Pod, lines ...any) {
 
 func (f *fakeCluster) end(p *corev1.Pod) {
 	f.mu.Lock()
+	f.ended[p.Name] = true
 	w := f.logs[p.Name]
 	f.mu.Unlock()
 	_ = w.Close()

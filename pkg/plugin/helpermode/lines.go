@@ -16,7 +16,11 @@ import (
 // onLine folds one line of a helper's report into the trace.
 func (t *tracer) onLine(ctx context.Context, m lineMsg) *ending {
 	h := t.helpers[m.pod]
-	if h == nil || h.ended {
+	if h == nil {
+		return nil
+	}
+	t.noteSettled(h, m)
+	if h.ended {
 		return nil
 	}
 	switch {
@@ -49,7 +53,7 @@ func (t *tracer) onLine(ctx context.Context, m lineMsg) *ending {
 	}
 	switch l.Type {
 	case report.TypeReady:
-		h.ready, h.waiting = true, ""
+		h.ready, h.waiting, h.cookie = true, "", l.Ready.Cookie
 		t.r.Emit(outcome.HelperReady{At: outcome.At{Time: at}, Node: h.node, Role: h.role, Version: l.Ready.HelperVersion})
 		if v := l.Ready.HelperVersion; t.r.Version != "" && v != "" && v != t.r.Version {
 			t.r.Emit(outcome.Warning{At: outcome.At{Time: at}, Node: h.node, Message: fmt.Sprintf(

@@ -72,6 +72,9 @@ type Runner struct {
 	Version string
 	// InUse returns the tags held by other engines' traces; may be nil.
 	InUse func(ctx context.Context) (map[uint8]bool, error)
+	// SettleWait bounds the wait for stopped helpers to say their flows
+	// are gone (0: settleWait).
+	SettleWait time.Duration
 }
 
 // Outcome is how a trace ended.
@@ -144,8 +147,13 @@ func (r *Runner) Run(ctx context.Context, cfg Config, plan Plan) (out Outcome, e
 		}
 	}()
 
+	// The helpers' log streams and the watch on their pods outlive an
+	// interrupted trace: stopping the helpers waits for their word that
+	// their flows are gone (settle).
+	life, endLife := context.WithCancel(context.WithoutCancel(ctx))
+	defer endLife()
 	// Watch before creating, so no status change of a helper is missed.
-	pods, err := r.Cluster.WatchPods(ctx, cfg.Namespace, plan.Trace)
+	pods, err := r.Cluster.WatchPods(life, cfg.Namespace, plan.Trace)
 	if err != nil {
 		return out, apiFailure(err, "watch", "pods", cfg.Namespace)
 	}
@@ -155,19 +163,16 @@ func (r *Runner) Run(ctx context.Context, cfg Config, plan Plan) (out Outcome, e
 		return out, apiFailure(err, "watch", "events", cfg.Namespace)
 	}
 	defer events.Stop()
+
+	t := &tracer{r: r, cfg: cfg, plan: plan, tag: claim.Tag, rec: rec, life: life, pods: pods, lines: make(chan lineMsg, 16), helpers: map[string]*helper{}}
+	t.goR, t.goW = io.Pipe()
 	defer func() {
-		c, cancel := cleanupCtx()
+		c, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupBudget+settleWait)
 		defer cancel()
-		if derr := r.Cluster.DeletePods(c, cfg.Namespace, plan.Trace); derr != nil {
-			err = errors.Join(err, fmt.Errorf("delete helper pods (run `kubectl traceflow cleanup`): %w", derr))
+		if serr := t.settle(c); serr != nil {
+			err = errors.Join(err, serr)
 		}
 	}()
-
-	t := &tracer{r: r, cfg: cfg, plan: plan, tag: claim.Tag, rec: rec, lines: make(chan lineMsg, 16), helpers: map[string]*helper{}}
-	t.goR, t.goW = io.Pipe()
-	// A sender still waiting when the trace ends reads end of input and
-	// does not inject.
-	defer t.goW.Close() //nolint:errcheck // closing a pipe cannot fail
 	end := t.loop(ctx, pods, events)
 	out.Verdict, out.Reason, out.Decided, err = end.verdict, end.reason, end.decided, end.err
 	out.Results = rec.results()
@@ -212,11 +217,15 @@ type lineMsg struct {
 }
 
 type tracer struct {
-	r       *Runner
-	cfg     Config
-	plan    Plan
-	tag     uint8
-	rec     *recorder
+	r    *Runner
+	cfg  Config
+	plan Plan
+	tag  uint8
+	rec  *recorder
+	// life outlives an interrupted trace, for settle: the helpers' logs
+	// are followed and their pods watched (pods) until it ends.
+	life    context.Context
+	pods    watch.Interface
 	lines   chan lineMsg
 	helpers map[string]*helper // by pod name
 	sender  *helper
@@ -380,7 +389,7 @@ func (t *tracer) containerStarted(ctx context.Context, h *helper) {
 		return
 	}
 	h.streaming = true
-	go t.follow(ctx, t.cfg.Namespace, h.pod)
+	go t.follow(t.life, t.cfg.Namespace, h.pod)
 	if h == t.sender && t.parallel && !t.attaching {
 		t.attaching = true
 		go t.attach(ctx, t.cfg.Namespace, h.pod)

@@ -2,6 +2,8 @@ package helpermode
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -21,8 +23,14 @@ type helper struct {
 	// streaming: its log is being followed; ready: it said so; ended: its
 	// report is complete (result, error or end of log).
 	streaming, ready, ended bool
-	waiting                 string
-	result                  *report.NodeResult
+	// settled: it has said its flows are gone (cleanup), or ended in a
+	// way that leaves none (an error line, the end of its log, its pod
+	// gone); cleanup is what its cleanup line said.
+	settled bool
+	cleanup *report.Cleanup
+	cookie  string
+	waiting string
+	result  *report.NodeResult
 	// noise keeps the last lines that were not report lines (a crash's
 	// stack trace, a shell error) to quote when the helper fails.
 	noise []string
@@ -37,6 +45,17 @@ func (h *helper) addNoise(s string) {
 	if len(h.noise) > 3 {
 		h.noise = h.noise[len(h.noise)-3:]
 	}
+}
+
+// sortedHelpers lists the helpers by pod name, for messages in a stable
+// order.
+func (t *tracer) sortedHelpers() []*helper {
+	names := slices.Sorted(maps.Keys(t.helpers))
+	out := make([]*helper, 0, len(names))
+	for _, n := range names {
+		out = append(out, t.helpers[n])
+	}
+	return out
 }
 
 // podRole maps a helper pod's role label to the report's role.

@@ -1,0 +1,111 @@
+package helpermode
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/report"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/helperpod"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/outcome"
+)
+
+// waitingReceiver is a trace whose probe is delivered on the sender's
+// node while the receiver on n2, ready, still waits with its catch flows
+// in place when the verdict is known.
+func waitingReceiver(f *fakeCluster, p *corev1.Pod) {
+	f.run(p)
+	if p.Labels[helperpod.RoleLabel] == string(helperpod.RoleReceiver) {
+		r := readyLine(report.RoleReceiver)
+		r.Ready.Cookie = "0x7466070000001201"
+		f.write(p, r)
+		return // waits until stopped
+	}
+	f.write(p, readyLine(report.RoleSender), obsLine(delivered, 12, "Output", "x"),
+		resultLine("n1", report.RoleSender, 0, delivered))
+	f.end(p)
+}
+
+func warnings(h *harness) []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var w []string
+	for _, u := range h.updates {
+		if x, ok := u.(outcome.Warning); ok {
+			w = append(w, x.Node+": "+x.Message)
+		}
+	}
+	return w
+}
+
+// The plugin deletes the helper pods only once each running helper has
+// said its flows are gone: a receiver still waiting is stopped (SIGTERM
+// through a graceful delete) and its cleanup line awaited.
+func TestStillWaitingReceiverIsStoppedAndHeardBeforeDelete(t *testing.T) {
+	h := newHarness(waitingReceiver)
+	h.runner.SettleWait = time.Minute // a wait that times out fails the test below by its length
+	start := time.Now()
+	out, err := h.runner.Run(context.Background(), cfg(), plan("n2"))
+	if err != nil || out.Verdict != outcome.Delivered {
+		t.Fatalf("%s %v", out.Verdict, err)
+	}
+	if took := time.Since(start); took > 30*time.Second {
+		t.Fatalf("Run took %s: it waited out SettleWait instead of the receiver's cleanup line", took)
+	}
+	f := h.cluster
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	// The sender may still be running when the verdict is known (it is
+	// stopped too): at least the receiver's cleanup line, and all of
+	// them before the delete.
+	if f.stopped != 1 || len(f.deleted) != 1 || f.cleaned < 1 || f.cleanedAtDelete != f.cleaned {
+		t.Fatalf("stopped=%d deleted=%d cleanup lines=%d, of which before the delete=%d: want 1, 1, at least 1, all", f.stopped, len(f.deleted), f.cleaned, f.cleanedAtDelete)
+	}
+	if w := warnings(h); len(w) != 0 {
+		t.Errorf("warnings after a clean stop: %q", w)
+	}
+}
+
+// A helper that does not answer its SIGTERM (a hung process, a node
+// gone) is deleted anyway after the wait, and the warning says which
+// flows may be left and how to remove them.
+func TestUnconfirmedHelperIsDeletedWithAWarning(t *testing.T) {
+	h := newHarness(waitingReceiver)
+	h.cluster.onStop = func(*fakeCluster, string) {} // the helper never answers
+	h.runner.SettleWait = 50 * time.Millisecond
+	if _, err := h.runner.Run(context.Background(), cfg(), plan("n2")); err != nil {
+		t.Fatal(err)
+	}
+	if len(h.cluster.deleted) != 1 {
+		t.Fatalf("pods not deleted after the wait: %v", h.cluster.deleted)
+	}
+	w := strings.Join(warnings(h), "\n")
+	if !strings.Contains(w, "helper on node n2 did not confirm") || !strings.Contains(w, "ovs-ofctl del-flows br-int cookie=0x7466070000001201/0xffffffffffffff00") {
+		t.Fatalf("warnings %q: want one naming n2 and how to remove its flows", w)
+	}
+}
+
+// A helper whose cleanup found flows still there says so, and so does the
+// plugin.
+func TestCleanupThatLeftFlowsIsWarned(t *testing.T) {
+	h := newHarness(waitingReceiver)
+	h.cluster.onStop = func(f *fakeCluster, pod string) {
+		for _, p := range f.created {
+			if p.Name == pod {
+				f.write(p, report.Line{Type: report.TypeCleanup, Cleanup: &report.Cleanup{Cookie: "0x7466070000001201", FlowsLeft: 2, HardTimeout: 5}})
+				f.end(p)
+			}
+		}
+	}
+	h.runner.SettleWait = time.Minute
+	if _, err := h.runner.Run(context.Background(), cfg(), plan("n2")); err != nil {
+		t.Fatal(err)
+	}
+	w := strings.Join(warnings(h), "\n")
+	if !strings.Contains(w, "helper on node n2 left 2 flows") {
+		t.Fatalf("warnings %q: want one saying n2 left 2 flows", w)
+	}
+}
