@@ -72,13 +72,21 @@ func Summary(m *outcome.Model, want outcome.Expect) string {
 	if want == "" {
 		want = outcome.ExpectDelivered
 	}
+	// The path is the nodes the probe was seen or traced on; a receiver
+	// the probe never reached is not on it.
 	var path []string
 	for _, n := range m.Nodes {
-		path = append(path, n.Name)
+		if len(n.Hops) > 0 {
+			path = append(path, n.Name)
+		}
 	}
-	return fmt.Sprintf("%s: %s -> %s (%s) %s via %s; %s; expected %s (exit %d)",
+	via := ""
+	if len(path) > 0 {
+		via = " via " + strings.Join(path, " -> ")
+	}
+	return fmt.Sprintf("%s: %s -> %s (%s) %s%s; %s; expected %s (exit %d)",
 		status, quoteIfNeeded(m.Trace.Source), quoteIfNeeded(m.Trace.Destination), m.Trace.Packet, verdictText(m),
-		orNone(strings.Join(path, " -> ")), hopCount(m), want, code)
+		via, hopCount(m), want, code)
 }
 
 // verdictText is the verdict, saying so when only OVS's trace predicted it.
@@ -184,11 +192,4 @@ func fmtDur(d time.Duration) string {
 	default:
 		return fmt.Sprintf("%.2fs", d.Seconds())
 	}
-}
-
-func orNone(s string) string {
-	if s == "" {
-		return "(no node)"
-	}
-	return s
 }
