@@ -27,6 +27,7 @@ type options struct {
 	bridge  string
 	node    string
 	tag     uint
+	mark    uint
 	timeout time.Duration
 
 	sourcePod, inPort                  string
@@ -49,6 +50,7 @@ func newOptions(mode string, stderr io.Writer) *options {
 	fs.StringVar(&o.bridge, "bridge", "br-int", "the OVS bridge that carries pod traffic")
 	fs.StringVar(&o.node, "node", host, "node name to report ($NODE_NAME, else the hostname)")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "how long to wait for the probe; also the flows' hard_timeout")
+	fs.UintVar(&o.mark, "mark", 0, "the probe's mark in its IPv4 identification (low 16 bits) or IPv6 flow label, 1..0xfffff; sender and receivers of one trace must agree (default: derived from the tag; the plugin passes a random one)")
 	if mode == "receive" {
 		fs.UintVar(&o.tag, "tag", 0, "the probe's DSCP tag, 1..63 (required)")
 		return o
@@ -94,12 +96,15 @@ func (o *options) parse(args []string) error {
 	if o.tag > 63 {
 		return fmt.Errorf("--tag %d out of range 1..63 (a DSCP value)", o.tag)
 	}
+	if o.mark > probe.MaxMark {
+		return fmt.Errorf("--mark %#x out of range 1..%#x (an IPv6 flow label)", o.mark, probe.MaxMark)
+	}
 	return nil
 }
 
 func (o *options) common(out *report.Writer, logf func(string, ...any)) engine.Common {
 	return engine.Common{
-		Rundir: o.rundir, Bridge: o.bridge, Node: o.node, Tag: uint8(o.tag), Timeout: o.timeout, //nolint:gosec // checked <= 63
+		Rundir: o.rundir, Bridge: o.bridge, Node: o.node, Tag: uint8(o.tag), Mark: uint32(o.mark), Timeout: o.timeout, //nolint:gosec // checked <= 63 and <= MaxMark
 		Out: out, Logf: logf,
 		Random: func() uint32 {
 			var b [4]byte

@@ -378,6 +378,54 @@ func TestIntegrationInterNodeGeneve(t *testing.T) {
 	}
 }
 
+// Issue 15: the plugin gives a trace's helpers a random mark. A packet
+// with the trace's tag but not its mark (here the tag's default mark, all a
+// pod knowing the tag could forge) reaches the receiver first: it is let go
+// and counted as ignored; the real probe, with the mark, is the one
+// reported.
+func TestIntegrationReceiverIgnoresPacketsWithoutTheMark(t *testing.T) {
+	tn := newTwoNodes(t)
+	const tag, mark = 27, 0x5eed1
+	var rbuf syncBuffer
+	rc := common(tn.n2, tag, &rbuf, t)
+	rc.Mark = mark
+	rdone := make(chan engine.Outcome, 1)
+	go func() {
+		out, err := engine.Receive(context.Background(), rc)
+		if err != nil {
+			t.Errorf("receive: %v", err)
+		}
+		rdone <- out
+	}()
+	for i := 0; i < 500 && !strings.Contains(rbuf.String(), `"type":"ready"`); i++ {
+		time.Sleep(5 * time.Millisecond)
+	}
+	forged := engine.TraceSpec{Common: common(tn.n1, tag, nil, t), SourcePod: tn.a.Ref(), Destination: tn.b.IP, Protocol: probe.UDP, DstPort: 53}
+	if out, _ := traced(t, forged); out.ExitCode != engine.ExitOK {
+		t.Fatalf("the forged probe's own trace: exit %d", out.ExitCode)
+	}
+	real := engine.TraceSpec{Common: common(tn.n1, tag, nil, t), SourcePod: tn.a.Ref(), Destination: tn.b.IP, Protocol: probe.TCP, DstPort: 80, TCPFlags: 0x02}
+	real.Mark = mark
+	if out, _ := traced(t, real); out.ExitCode != engine.ExitOK {
+		t.Fatalf("the real probe's trace: exit %d", out.ExitCode)
+	}
+	var rout engine.Outcome
+	select {
+	case rout = <-rdone:
+	case <-time.After(10 * time.Second):
+		t.Fatal("receiver did not finish")
+	}
+	rlines := parseLines(t, rbuf.String())
+	rres := result(t, rlines)
+	if rout.ExitCode != engine.ExitOK || rout.IgnoredPackets != 1 {
+		t.Fatalf("receiver: exit %d, %d packets ignored; want 0 and 1 (the forgery): %s", rout.ExitCode, rout.IgnoredPackets, rres.Explanation.Summary)
+	}
+	// The reported packet is the TCP probe, not the UDP forgery.
+	if !strings.Contains(rres.Explanation.Trace, "tcp") || strings.Contains(rres.Explanation.Trace, "udp") {
+		t.Fatalf("receiver traced another packet than the marked TCP probe:\n%s", rres.Explanation.Trace)
+	}
+}
+
 // A CNI agent that reconciles the whole flow table (the lab's agent runs
 // `ovs-ofctl --bundle replace-flows` on every cluster event, and the
 // helper pods of a trace are such events) deletes the receiver's catch

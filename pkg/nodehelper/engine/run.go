@@ -42,6 +42,10 @@ type Common struct {
 	Bridge string
 	Node   string
 	Tag    uint8
+	// Mark is the probe's IPv4 identification / IPv6 flow label (0: the
+	// tag's default, probe.Mark): with a random mark per trace, a pod that
+	// knows the tag still cannot forge a packet counted as the probe.
+	Mark uint32
 	// Timeout bounds the trace; it is also the flows' hard_timeout, so that
 	// a helper killed mid-trace leaves nothing behind for longer.
 	Timeout time.Duration
@@ -95,7 +99,7 @@ func (s *session) trace(ctx context.Context, md string, frame []byte) (ofproto.T
 // isProbe tells the probe from other packets carrying its tag.
 func (s *session) isProbe(frame []byte) bool {
 	sum, err := probe.Decode(frame)
-	return err == nil && sum.IsProbe(s.c.Tag, s.probeSrcPort)
+	return err == nil && sum.IsProbe(s.c.Tag, s.c.Mark, s.probeSrcPort)
 }
 
 func (c Common) hardTimeout() uint16 {
@@ -329,6 +333,10 @@ type Outcome struct {
 	// ForeignPacketIns counts packet-ins that were not this trace's: with
 	// its own controller id there should be none.
 	ForeignPacketIns int
+	// IgnoredPackets counts packets that carried the trace's tag but were
+	// not its probe (a reply that copied the DSCP, a forgery without the
+	// trace's mark): let go, never reported.
+	IgnoredPackets int
 }
 
 // natTable names the table to which a destination translation seen at hop

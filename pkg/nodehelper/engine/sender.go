@@ -121,7 +121,7 @@ func sourcePort(br *ovsdb.Bridge, spec TraceSpec) (*ovsdb.Port, ovsdb.Match, err
 func probeSpec(br *ovsdb.Bridge, src *ovsdb.Port, spec TraceSpec, random uint32) (probe.Spec, error) {
 	ps := probe.Spec{
 		DstIP: spec.Destination, Protocol: spec.Protocol, SrcPort: spec.SrcPort, DstPort: spec.DstPort,
-		TCPFlags: spec.TCPFlags, Tag: spec.Tag, TTL: spec.TTL, ICMPID: uint16(random >> 16), ICMPSeq: 1, //nolint:gosec // the high half
+		TCPFlags: spec.TCPFlags, Tag: spec.Tag, Mark: spec.Mark, TTL: spec.TTL, ICMPID: uint16(random >> 16), ICMPSeq: 1, //nolint:gosec // the high half
 	}
 	if !ps.DstIP.IsValid() {
 		return ps, fmt.Errorf("--destination is required")

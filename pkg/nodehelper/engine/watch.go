@@ -470,7 +470,7 @@ func (s *session) finish(res report.NodeResult, p *path, code int, sum string) (
 	}
 	c := code
 	err := s.c.Out.Write(report.Line{Type: report.TypeResult, Result: &res, Explanation: ex, ExitCode: &c})
-	return Outcome{ExitCode: code, Result: res, ForeignPacketIns: s.foreign}, err
+	return Outcome{ExitCode: code, Result: res, ForeignPacketIns: s.foreign, IgnoredPackets: s.ignored}, err
 }
 
 // tunnelFlow writes the tunnel metadata a packet arrived with in

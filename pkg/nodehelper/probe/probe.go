@@ -37,6 +37,9 @@ type Spec struct {
 	TCPFlags uint8
 	// Tag is the DSCP value (1..63) that marks the probe.
 	Tag uint8
+	// Mark is the trace's own value for the IPv4 identification (its low
+	// 16 bits) or the IPv6 flow label (20 bits); 0 means Mark(Tag).
+	Mark uint32
 	// TTL (hop limit); 0 means 64.
 	TTL uint8
 	// ICMPID and ICMPSeq identify an echo request.
@@ -67,12 +70,12 @@ func Build(s Spec) ([]byte, error) {
 	v6 := s.DstIP.Is6() && !s.DstIP.Is4In6()
 	if v6 {
 		eth.EthernetType = layers.EthernetTypeIPv6
-		l := &layers.IPv6{Version: 6, TrafficClass: s.Tag << 2, HopLimit: ttl, FlowLabel: Mark(s.Tag),
+		l := &layers.IPv6{Version: 6, TrafficClass: s.Tag << 2, HopLimit: ttl, FlowLabel: markOr(s.Mark, s.Tag),
 			SrcIP: s.SrcIP.AsSlice(), DstIP: s.DstIP.AsSlice()}
 		ip, ipLayer = l, l
 	} else {
 		eth.EthernetType = layers.EthernetTypeIPv4
-		l := &layers.IPv4{Version: 4, IHL: 5, TOS: s.Tag << 2, TTL: ttl, Flags: layers.IPv4DontFragment, Id: uint16(Mark(s.Tag)),
+		l := &layers.IPv4{Version: 4, IHL: 5, TOS: s.Tag << 2, TTL: ttl, Flags: layers.IPv4DontFragment, Id: uint16(markOr(s.Mark, s.Tag)), //nolint:gosec // the low 16 bits
 			SrcIP: s.SrcIP.Unmap().AsSlice(), DstIP: s.DstIP.Unmap().AsSlice()}
 		ip, ipLayer = l, l
 	}
@@ -132,7 +135,20 @@ func setProto(l gopacket.SerializableLayer, p layers.IPProtocol) {
 // (low 16 bits) or IPv6 flow label (20 bits). The tag alone does not tell
 // the probe from its reply: Linux may reflect the DSCP of a SYN into the
 // SYN-ACK. NAT keeps both fields, a reply's are the replier's own.
+// A helper run by the plugin is given a random mark per trace instead
+// (--mark), so that a pod cannot forge a packet the helper counts as the
+// probe by knowing the tag alone.
 func Mark(tag uint8) uint32 { return 0x54000 | uint32(tag)<<6 | 0x2a }
+
+// MaxMark is the largest mark: an IPv6 flow label has 20 bits.
+const MaxMark = 0xfffff
+
+func markOr(mark uint32, tag uint8) uint32 {
+	if mark == 0 {
+		return Mark(tag)
+	}
+	return mark & MaxMark
+}
 
 // Summary is what the helper reads back from a packet it observed.
 type Summary struct {
@@ -147,10 +163,11 @@ type Summary struct {
 	ICMPEcho bool
 }
 
-// IsProbe reports whether a packet is the probe with tag: its DSCP and its
-// mark say so, and (for TCP and UDP) its source port is the probe's.
-func (s Summary) IsProbe(tag uint8, srcPort uint16) bool {
-	want := Mark(tag)
+// IsProbe reports whether a packet is the probe with tag and mark (0:
+// Mark(tag)): its DSCP and its mark say so, and (for TCP and UDP) its
+// source port is the probe's.
+func (s Summary) IsProbe(tag uint8, mark uint32, srcPort uint16) bool {
+	want := markOr(mark, tag)
 	if s.SrcIP.Is4() {
 		want &= 0xffff
 	}

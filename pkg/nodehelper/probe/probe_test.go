@@ -56,8 +56,21 @@ func TestBuildChecksumsAndTag(t *testing.T) {
 			if sum.DSCP != 37 || sum.TTL != 9 || sum.SrcIP != s.SrcIP || sum.DstIP != s.DstIP {
 				t.Errorf("decoded %+v", sum)
 			}
-			if !sum.IsProbe(37, s.SrcPort) || sum.IsProbe(36, s.SrcPort) || (s.Protocol != ICMP && sum.IsProbe(37, s.SrcPort+1)) {
+			if !sum.IsProbe(37, 0, s.SrcPort) || sum.IsProbe(36, 0, s.SrcPort) || (s.Protocol != ICMP && sum.IsProbe(37, 0, s.SrcPort+1)) {
 				t.Errorf("IsProbe disagrees: %+v", sum)
+			}
+			// A trace's own mark: the probe built with it is the probe,
+			// one built with the tag's default mark (what a pod knowing
+			// only the tag could forge) is not.
+			own := s
+			own.Mark = 0xbeef5
+			g, err := Build(own)
+			if err != nil {
+				t.Fatal(err)
+			}
+			gs, _ := Decode(g)
+			if !gs.IsProbe(37, own.Mark, s.SrcPort) || gs.IsProbe(37, 0, s.SrcPort) || sum.IsProbe(37, own.Mark, s.SrcPort) {
+				t.Errorf("IsProbe with a trace's own mark disagrees: %+v / %+v", gs, sum)
 			}
 			var pseudo, l4 []byte
 			var proto byte

@@ -2,6 +2,8 @@ package helpermode
 
 import (
 	"context"
+	cryptorand "crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -164,7 +166,7 @@ func (r *Runner) Run(ctx context.Context, cfg Config, plan Plan) (out Outcome, e
 	}
 	defer events.Stop()
 
-	t := &tracer{r: r, cfg: cfg, plan: plan, tag: claim.Tag, rec: rec, life: life, pods: pods, lines: make(chan lineMsg, 16), helpers: map[string]*helper{}}
+	t := &tracer{r: r, cfg: cfg, plan: plan, tag: claim.Tag, mark: newMark(), rec: rec, life: life, pods: pods, lines: make(chan lineMsg, 16), helpers: map[string]*helper{}}
 	t.goR, t.goW = io.Pipe()
 	defer func() {
 		c, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupBudget+settleWait)
@@ -182,6 +184,22 @@ func (r *Runner) Run(ctx context.Context, cfg Config, plan Plan) (out Outcome, e
 	r.Emit(outcome.Finished{At: outcome.At{Time: r.Now()}, Verdict: out.Verdict, Reason: out.Reason, Decided: out.Decided})
 	out.Record = rec.tf
 	return out, err
+}
+
+// maxMark is the widest mark the helpers accept: an IPv6 flow label's 20
+// bits (an IPv4 probe carries the low 16).
+const maxMark = 0xfffff
+
+// newMark draws a probe mark: 20 random bits (an IPv6 flow label), never 0,
+// which would mean the tag's well-known default.
+func newMark() uint32 {
+	var b [4]byte
+	for {
+		_, _ = cryptorand.Read(b[:])
+		if m := binary.BigEndian.Uint32(b[:]) & maxMark; m&0xffff != 0 {
+			return m
+		}
+	}
 }
 
 func (r *Runner) warn(format string, a ...any) {
@@ -221,6 +239,9 @@ type tracer struct {
 	cfg  Config
 	plan Plan
 	tag  uint8
+	// mark is the probe's mark, random per trace: with the tag alone a
+	// pod could forge a packet the helpers count as the probe.
+	mark uint32
 	rec  *recorder
 	// life outlives an interrupted trace, for settle: the helpers' logs
 	// are followed and their pods watched (pods) until it ends.
@@ -257,7 +278,7 @@ func (t *tracer) create(ctx context.Context, h *helper, role helperpod.Role) err
 	pod, err := helperpod.Build(helperpod.Params{
 		TraceName: t.plan.Trace, Namespace: t.cfg.Namespace, Node: h.node, Role: role,
 		Image: t.cfg.Image, PullPolicy: t.cfg.PullPolicy, OVSRunDir: t.cfg.OVSRunDir, OVNRunDir: t.cfg.OVNRunDir,
-		Bridge: t.cfg.Bridge, Tag: t.tag, Timeout: t.cfg.Timeout, Args: args,
+		Bridge: t.cfg.Bridge, Tag: t.tag, Mark: t.mark, Timeout: t.cfg.Timeout, Args: args,
 		WaitForGo: role == helperpod.RoleSender && t.parallel,
 	})
 	if err != nil {

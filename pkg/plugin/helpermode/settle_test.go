@@ -2,6 +2,7 @@ package helpermode
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -107,5 +108,31 @@ func TestCleanupThatLeftFlowsIsWarned(t *testing.T) {
 	w := strings.Join(warnings(h), "\n")
 	if !strings.Contains(w, "helper on node n2 left 2 flows") {
 		t.Fatalf("warnings %q: want one saying n2 left 2 flows", w)
+	}
+}
+
+// Issue 15: every helper of one trace gets the same random probe mark, and
+// another trace gets another (20 random bits: equal by chance once in a
+// million).
+func TestHelpersShareARandomMarkPerTrace(t *testing.T) {
+	marks := func() []string {
+		h := newHarness(interNode(t))
+		if _, err := h.runner.Run(context.Background(), cfg(), plan("n2")); err != nil {
+			t.Fatal(err)
+		}
+		var m []string
+		for _, p := range h.cluster.created {
+			args := p.Spec.Containers[0].Args
+			i := slices.Index(args, "--mark")
+			if i < 0 || i+1 >= len(args) || args[i+1] == "0" {
+				t.Fatalf("pod %s args %q: no nonzero --mark", p.Name, args)
+			}
+			m = append(m, args[i+1])
+		}
+		return m
+	}
+	a, b := marks(), marks()
+	if len(a) != 2 || a[0] != a[1] || b[0] != b[1] || a[0] == b[0] {
+		t.Fatalf("marks of two traces' helpers: %v and %v; want one shared mark per trace, differing between traces", a, b)
 	}
 }

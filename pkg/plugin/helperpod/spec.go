@@ -67,6 +67,9 @@ type Params struct {
 	OVNRunDir string
 	Bridge    string
 	Tag       uint8
+	// Mark is the trace's own probe mark (--mark), shared by its sender
+	// and receivers; 0 leaves the helper's default (derived from the tag).
+	Mark uint32
 	// Timeout is the trace's timeout; the pod's deadline is derived from it.
 	Timeout time.Duration
 	// WaitForGo starts a sender that waits for a line on its standard input
@@ -132,6 +135,9 @@ func Build(p Params) (*corev1.Pod, error) {
 		"--bridge", bridge,
 		"--tag", strconv.Itoa(int(p.Tag)),
 		"--timeout", p.Timeout.String(),
+	}
+	if p.Mark != 0 {
+		args = append(args, "--mark", strconv.FormatUint(uint64(p.Mark), 10))
 	}
 	if p.WaitForGo {
 		args = append(args, "--inject-on-stdin")
