@@ -83,6 +83,7 @@ var holdsIn = map[string][]string{
 	"TestOVNPolicyDropSeenByDetrace": ovnOnly,
 	// Helper-mode traces in OVN's words (issue 13).
 	"TestTraceOVNAcrossNodesNamed": ovnOnly,
+	"TestTraceOVNSameNodeNamed":    ovnOnly,
 	"TestTraceOVNPolicyDrops":      ovnOnly,
 	"TestTraceOVNServiceBothNodes": ovnOnly,
 	"TestTraceOVNNoRoute":          ovnOnly,

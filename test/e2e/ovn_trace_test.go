@@ -75,6 +75,39 @@ func TestTraceOVNAcrossNodesNamed(t *testing.T) {
 	}
 }
 
+// Done-when 1, same node: a to c on tf-node-1, every protocol, Delivered to
+// c by the sender alone, its hops named by the node switch's ingress and
+// egress stages (OVN routes nothing between two pods of one switch); each
+// verdict held to real traffic.
+func TestTraceOVNSameNodeNamed(t *testing.T) {
+	f := getTraceFixture(t)
+	for _, proto := range []struct {
+		name string
+		port int
+	}{{"tcp", 80}, {"udp", 5000}, {"icmp", 0}} {
+		t.Run("--"+proto.name, func(t *testing.T) {
+			p := probe{f.ns, "a", proto.name, f.pods["c"].Status.PodIP, proto.port}
+			r, _ := traceAndTraffic(t, p, "", append([]string{"-n", f.ns, "a", "c"}, protoArgs(p)...)...)
+			if r.code != 0 {
+				t.Fatalf("exit %d, want 0", r.code)
+			}
+			obs := observations(t, r, labNodes[0].name)
+			if o := obs[len(obs)-1]; o.Action != report.ActionDelivered || o.Pod != f.ns+"/c" || !strings.HasSuffix(o.ComponentInfo, "("+labNodes[0].name+")") {
+				t.Errorf("last observation %+v, want Delivered to %s/c on the node switch %s", o, f.ns, labNodes[0].name)
+			}
+			if !hasHop(obs, "ls_in_", labNodes[0].name, report.ComponentForwarding) || !hasHop(obs, "ls_out_", labNodes[0].name, report.ComponentForwarding) {
+				t.Errorf("the hops are not named by the node switch's ingress and egress stages: %+v", obs)
+			}
+			for _, o := range obs {
+				if strings.Contains(o.ComponentInfo, "ovn_cluster_router") {
+					t.Errorf("hop %+v on the router: two pods of one switch are not routed", o)
+				}
+			}
+			assertNothingLeft(t)
+		})
+	}
+}
+
 // Done-when 2: an ingress policy drops on the receiving node at ls_out_acl,
 // and an egress policy on the sending node at ls_in_acl_after_lb (egress
 // ACLs apply after the load balancer, as OVN-Kubernetes writes them); both
