@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -99,6 +100,32 @@ func TestIntegrationCLIExitCodes(t *testing.T) {
 	}
 }
 
+// startReceiver runs `traceflow-helper receive` on n and returns it once it
+// printed its ready line, with the rest of its output to read; the process
+// is killed when the test ends, if it still runs.
+func startReceiver(t *testing.T, n *ovstest.Node, tag int, timeout time.Duration) (*exec.Cmd, *bufio.Reader, report.Line) {
+	t.Helper()
+	cmd := helper("receive", "--ovs-rundir", n.Dir, "--bridge", n.Bridge, "--tag", strconv.Itoa(tag), "--timeout", timeout.String())
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	rd := bufio.NewReader(stdout)
+	line, err := rd.ReadBytes('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready, err := report.ParseLine(line)
+	if err != nil || ready.Type != report.TypeReady {
+		t.Fatalf("first line %q: %v", line, err)
+	}
+	return cmd, rd, ready
+}
+
 // Done-when 8 (SIGKILL): a receiver killed mid-trace leaves flows that
 // expire within timeout + 1 s; the ready line comes only after the flows
 // are installed.
@@ -107,22 +134,7 @@ func TestIntegrationSIGKILLLeavesNothing(t *testing.T) {
 	other := ovstest.NewNode(t, 2)
 	ovstest.Join(n, other)
 	const timeout = 2 * time.Second
-	cmd := helper("receive", "--ovs-rundir", n.Dir, "--bridge", n.Bridge, "--tag", "33", "--timeout", timeout.String())
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	line, err := bufio.NewReader(stdout).ReadBytes('\n')
-	if err != nil {
-		t.Fatal(err)
-	}
-	ready, err := report.ParseLine(line)
-	if err != nil || ready.Type != report.TypeReady {
-		t.Fatalf("first line %q: %v", line, err)
-	}
+	cmd, _, ready := startReceiver(t, n, 33, timeout)
 	filter := "cookie=" + ready.Ready.Cookie + "/0xffffffffffffff00"
 	if got := strings.Count(n.DumpFlows(filter), "cookie="); got != ready.Ready.Flows || got == 0 {
 		t.Fatalf("at ready, %d flows with the trace's cookie, want %d", got, ready.Ready.Flows)
@@ -150,24 +162,7 @@ func TestIntegrationSIGTERMCleanupLine(t *testing.T) {
 	n, _, _ := newNode(t)
 	other := ovstest.NewNode(t, 2)
 	ovstest.Join(n, other)
-	cmd := helper("receive", "--ovs-rundir", n.Dir, "--bridge", n.Bridge, "--tag", "35", "--timeout", "30s")
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill() //nolint:errcheck // gone already when the test passes
-	rd := bufio.NewReader(stdout)
-	line, err := rd.ReadBytes('\n')
-	if err != nil {
-		t.Fatal(err)
-	}
-	ready, err := report.ParseLine(line)
-	if err != nil || ready.Type != report.TypeReady {
-		t.Fatalf("first line %q: %v", line, err)
-	}
+	cmd, rd, ready := startReceiver(t, n, 35, 30*time.Second)
 	filter := "cookie=" + ready.Ready.Cookie + "/0xffffffffffffff00"
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)

@@ -37,42 +37,51 @@ func hasHop(obs []report.Observation, stagePrefix, datapath string, c report.Com
 	return false
 }
 
+// eachProtocolDelivered traces a to dst (a pod of the trace fixture) over
+// TCP, UDP and ICMP, each in a subtest: the verdict must be Delivered, as
+// real traffic is; check looks at the record, and nothing may be left.
+func eachProtocolDelivered(t *testing.T, f *traceFixture, dst string, check func(t *testing.T, r traceRun)) {
+	for _, proto := range []struct {
+		name string
+		port int
+	}{{"tcp", 80}, {"udp", 5000}, {"icmp", 0}} {
+		t.Run("--"+proto.name, func(t *testing.T) {
+			p := probe{f.ns, "a", proto.name, f.pods[dst].Status.PodIP, proto.port}
+			r, _ := traceAndTraffic(t, p, "", append([]string{"-n", f.ns, "a", dst}, protoArgs(p)...)...)
+			if r.code != 0 {
+				t.Fatalf("exit %d, want 0", r.code)
+			}
+			check(t, r)
+			assertNothingLeft(t)
+		})
+	}
+}
+
 // Done-when 1: across nodes, every protocol, hops named by OVN's stages and
 // datapaths (the node's switch, the cluster router, the destination's
 // switch), the sender forwarding into the tunnel, the receiver receiving and
 // delivering; each verdict held to real traffic.
 func TestTraceOVNAcrossNodesNamed(t *testing.T) {
 	f := getTraceFixture(t)
-	for _, proto := range []struct {
-		name string
-		port int
-	}{{"tcp", 80}, {"udp", 5000}, {"icmp", 0}} {
-		t.Run("--"+proto.name, func(t *testing.T) {
-			p := probe{f.ns, "a", proto.name, f.pods["b"].Status.PodIP, proto.port}
-			r, _ := traceAndTraffic(t, p, "", append([]string{"-n", f.ns, "a", "b"}, protoArgs(p)...)...)
-			if r.code != 0 {
-				t.Fatalf("exit %d, want 0", r.code)
-			}
-			sender := observations(t, r, labNodes[0].name)
-			if o := sender[len(sender)-1]; o.Action != report.ActionForwarded || o.TunnelDstIP != labNodes[1].ip {
-				t.Errorf("sender's last observation %+v, want Forwarded into the tunnel to %s", o, labNodes[1].ip)
-			}
-			if !hasHop(sender, "ls_in_", labNodes[0].name, report.ComponentForwarding) ||
-				!hasHop(sender, "lr_in_ip_routing", "ovn_cluster_router", report.ComponentRouting) {
-				t.Errorf("the sender's hops are not named by the source switch's stages and the router's routing stage: %+v", sender)
-			}
-			recv := observations(t, r, labNodes[1].name)
-			if len(recv) < 2 || recv[0].Action != report.ActionReceived || recv[len(recv)-1].Action != report.ActionDelivered ||
-				recv[len(recv)-1].Pod != f.ns+"/b" {
-				t.Errorf("receiver observations %+v, want Received first and Delivered to %s/b last", recv, f.ns)
-			}
-			if !hasHop(recv, "ls_out_", labNodes[1].name, report.ComponentNetworkPolicy) && !hasHop(recv, "ls_out_", labNodes[1].name, report.ComponentForwarding) &&
-				!hasHop(recv, "ls_out_", labNodes[1].name, report.ComponentLB) {
-				t.Errorf("the receiver's hops are not named by the destination switch's egress stages: %+v", recv)
-			}
-			assertNothingLeft(t)
-		})
-	}
+	eachProtocolDelivered(t, f, "b", func(t *testing.T, r traceRun) {
+		sender := observations(t, r, labNodes[0].name)
+		if o := sender[len(sender)-1]; o.Action != report.ActionForwarded || o.TunnelDstIP != labNodes[1].ip {
+			t.Errorf("sender's last observation %+v, want Forwarded into the tunnel to %s", o, labNodes[1].ip)
+		}
+		if !hasHop(sender, "ls_in_", labNodes[0].name, report.ComponentForwarding) ||
+			!hasHop(sender, "lr_in_ip_routing", "ovn_cluster_router", report.ComponentRouting) {
+			t.Errorf("the sender's hops are not named by the source switch's stages and the router's routing stage: %+v", sender)
+		}
+		recv := observations(t, r, labNodes[1].name)
+		if len(recv) < 2 || recv[0].Action != report.ActionReceived || recv[len(recv)-1].Action != report.ActionDelivered ||
+			recv[len(recv)-1].Pod != f.ns+"/b" {
+			t.Errorf("receiver observations %+v, want Received first and Delivered to %s/b last", recv, f.ns)
+		}
+		if !hasHop(recv, "ls_out_", labNodes[1].name, report.ComponentNetworkPolicy) && !hasHop(recv, "ls_out_", labNodes[1].name, report.ComponentForwarding) &&
+			!hasHop(recv, "ls_out_", labNodes[1].name, report.ComponentLB) {
+			t.Errorf("the receiver's hops are not named by the destination switch's egress stages: %+v", recv)
+		}
+	})
 }
 
 // Done-when 1, same node: a to c on tf-node-1, every protocol, Delivered to
@@ -81,31 +90,20 @@ func TestTraceOVNAcrossNodesNamed(t *testing.T) {
 // verdict held to real traffic.
 func TestTraceOVNSameNodeNamed(t *testing.T) {
 	f := getTraceFixture(t)
-	for _, proto := range []struct {
-		name string
-		port int
-	}{{"tcp", 80}, {"udp", 5000}, {"icmp", 0}} {
-		t.Run("--"+proto.name, func(t *testing.T) {
-			p := probe{f.ns, "a", proto.name, f.pods["c"].Status.PodIP, proto.port}
-			r, _ := traceAndTraffic(t, p, "", append([]string{"-n", f.ns, "a", "c"}, protoArgs(p)...)...)
-			if r.code != 0 {
-				t.Fatalf("exit %d, want 0", r.code)
+	eachProtocolDelivered(t, f, "c", func(t *testing.T, r traceRun) {
+		obs := observations(t, r, labNodes[0].name)
+		if o := obs[len(obs)-1]; o.Action != report.ActionDelivered || o.Pod != f.ns+"/c" || !strings.HasSuffix(o.ComponentInfo, "("+labNodes[0].name+")") {
+			t.Errorf("last observation %+v, want Delivered to %s/c on the node switch %s", o, f.ns, labNodes[0].name)
+		}
+		if !hasHop(obs, "ls_in_", labNodes[0].name, report.ComponentForwarding) || !hasHop(obs, "ls_out_", labNodes[0].name, report.ComponentForwarding) {
+			t.Errorf("the hops are not named by the node switch's ingress and egress stages: %+v", obs)
+		}
+		for _, o := range obs {
+			if strings.Contains(o.ComponentInfo, "ovn_cluster_router") {
+				t.Errorf("hop %+v on the router: two pods of one switch are not routed", o)
 			}
-			obs := observations(t, r, labNodes[0].name)
-			if o := obs[len(obs)-1]; o.Action != report.ActionDelivered || o.Pod != f.ns+"/c" || !strings.HasSuffix(o.ComponentInfo, "("+labNodes[0].name+")") {
-				t.Errorf("last observation %+v, want Delivered to %s/c on the node switch %s", o, f.ns, labNodes[0].name)
-			}
-			if !hasHop(obs, "ls_in_", labNodes[0].name, report.ComponentForwarding) || !hasHop(obs, "ls_out_", labNodes[0].name, report.ComponentForwarding) {
-				t.Errorf("the hops are not named by the node switch's ingress and egress stages: %+v", obs)
-			}
-			for _, o := range obs {
-				if strings.Contains(o.ComponentInfo, "ovn_cluster_router") {
-					t.Errorf("hop %+v on the router: two pods of one switch are not routed", o)
-				}
-			}
-			assertNothingLeft(t)
-		})
-	}
+		}
+	})
 }
 
 // Done-when 2: an ingress policy drops on the receiving node at ls_out_acl,

@@ -295,8 +295,29 @@ func newTwoNodes(t *testing.T) *twoNodes {
 // receive starts a receiver on n and returns its output once it is ready.
 func receive(t *testing.T, n *ovstest.Node, tag uint8) (*syncBuffer, <-chan engine.Outcome) {
 	t.Helper()
+	return receiveMarked(t, n, tag, 0)
+}
+
+// finished waits for a receiver started by receive to end and returns its
+// outcome and report.
+func finished(t *testing.T, buf *syncBuffer, done <-chan engine.Outcome) (engine.Outcome, []report.Line) {
+	t.Helper()
+	select {
+	case out := <-done:
+		return out, parseLines(t, buf.String())
+	case <-time.After(10 * time.Second):
+		t.Fatal("receiver did not finish")
+	}
+	return engine.Outcome{}, nil
+}
+
+// receiveMarked is receive for probes with a trace's own mark (0: the
+// tag's default).
+func receiveMarked(t *testing.T, n *ovstest.Node, tag uint8, mark uint32) (*syncBuffer, <-chan engine.Outcome) {
+	t.Helper()
 	var buf syncBuffer
 	c := common(n, tag, &buf, t)
+	c.Mark = mark
 	done := make(chan engine.Outcome, 1)
 	go func() {
 		out, err := engine.Receive(context.Background(), c)
@@ -343,13 +364,7 @@ func TestIntegrationInterNodeGeneve(t *testing.T) {
 	if last.Action != report.ActionForwarded || last.TunnelDstIP != tn.n2.UnderlayIP || last.Component != report.ComponentForwarding {
 		t.Fatalf("sender's last observation %+v, want Forwarding Forwarded with tunnelDstIP %s", last, tn.n2.UnderlayIP)
 	}
-	var rout engine.Outcome
-	select {
-	case rout = <-rdone:
-	case <-time.After(10 * time.Second):
-		t.Fatal("receiver did not finish")
-	}
-	rlines := parseLines(t, rbuf.String())
+	rout, rlines := finished(t, rbuf, rdone)
 	rres := result(t, rlines)
 	if rout.ExitCode != engine.ExitOK {
 		t.Fatalf("receiver exit code %d: %s", rout.ExitCode, rres.Explanation.Summary)
@@ -386,20 +401,7 @@ func TestIntegrationInterNodeGeneve(t *testing.T) {
 func TestIntegrationReceiverIgnoresPacketsWithoutTheMark(t *testing.T) {
 	tn := newTwoNodes(t)
 	const tag, mark = 27, 0x5eed1
-	var rbuf syncBuffer
-	rc := common(tn.n2, tag, &rbuf, t)
-	rc.Mark = mark
-	rdone := make(chan engine.Outcome, 1)
-	go func() {
-		out, err := engine.Receive(context.Background(), rc)
-		if err != nil {
-			t.Errorf("receive: %v", err)
-		}
-		rdone <- out
-	}()
-	for i := 0; i < 500 && !strings.Contains(rbuf.String(), `"type":"ready"`); i++ {
-		time.Sleep(5 * time.Millisecond)
-	}
+	rbuf, rdone := receiveMarked(t, tn.n2, tag, mark)
 	forged := engine.TraceSpec{Common: common(tn.n1, tag, nil, t), SourcePod: tn.a.Ref(), Destination: tn.b.IP, Protocol: probe.UDP, DstPort: 53}
 	if out, _ := traced(t, forged); out.ExitCode != engine.ExitOK {
 		t.Fatalf("the forged probe's own trace: exit %d", out.ExitCode)
@@ -409,13 +411,7 @@ func TestIntegrationReceiverIgnoresPacketsWithoutTheMark(t *testing.T) {
 	if out, _ := traced(t, real); out.ExitCode != engine.ExitOK {
 		t.Fatalf("the real probe's trace: exit %d", out.ExitCode)
 	}
-	var rout engine.Outcome
-	select {
-	case rout = <-rdone:
-	case <-time.After(10 * time.Second):
-		t.Fatal("receiver did not finish")
-	}
-	rlines := parseLines(t, rbuf.String())
+	rout, rlines := finished(t, rbuf, rdone)
 	rres := result(t, rlines)
 	if rout.ExitCode != engine.ExitOK || rout.IgnoredPackets != 1 {
 		t.Fatalf("receiver: exit %d, %d packets ignored; want 0 and 1 (the forgery): %s", rout.ExitCode, rout.IgnoredPackets, rres.Explanation.Summary)
@@ -466,13 +462,7 @@ resyncs:
 	if out.ExitCode != engine.ExitOK {
 		t.Fatalf("sender exit code %d: %s", out.ExitCode, result(t, lines).Explanation.Summary)
 	}
-	var rout engine.Outcome
-	select {
-	case rout = <-rdone:
-	case <-time.After(10 * time.Second):
-		t.Fatal("receiver did not finish")
-	}
-	rlines := parseLines(t, rbuf.String())
+	rout, rlines := finished(t, rbuf, rdone)
 	rres := result(t, rlines)
 	if rout.ExitCode != engine.ExitOK {
 		t.Fatalf("receiver exit code %d: %s", rout.ExitCode, rres.Explanation.Summary)
