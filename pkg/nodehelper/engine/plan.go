@@ -190,19 +190,27 @@ func BuildPlan(in PlanInput) (Plan, error) {
 			p.Watched[i] = true
 			continue
 		}
-		var cands []openflow.FlowDesc
-		for _, fd := range in.Flows[h.Table] {
-			if fd.Priority == h.Priority && fd.Cookie == h.Cookie {
-				cands = append(cands, fd)
-			}
-		}
+		cands, exact, why := hopFlows(h, in.Flows[h.Table])
 		if len(cands) == 0 {
-			p.Skipped[i] = "the flow was gone when the helper read the table"
+			p.Skipped[i] = why
 			continue
 		}
 		seen[k] = i
-		if len(cands) > 1 {
+		if !exact && len(cands) > 1 {
 			p.Siblings[i] = cands
+		}
+		if id, ok := openflow.ConjIDOf(cands[0].Match); ok && exact {
+			mods, why, err := cloneConjunction(in, i, cands[0], id)
+			if err != nil {
+				return p, err
+			}
+			if why != "" {
+				p.Skipped[i] = why
+				continue
+			}
+			p.FlowMods = append(p.FlowMods, mods...)
+			p.Watched[i] = true
+			continue
 		}
 		for ci, fd := range cands {
 			if fd.Priority == 0xffff {
@@ -277,4 +285,138 @@ func NoteObserved(t ofproto.Trace, observed []bool, hop int) int {
 		}
 	}
 	return -1
+}
+
+// hopFlows picks the flows to copy for hop h among its table's flows: the
+// one whose match is the match OVS's trace printed for the hop, with the
+// hop's priority and cookie (exact), which is the flow the probe takes.
+// Only where no flow's match can be told to be the hop's (the trace's text
+// or a flow holds a field the helper does not compare) does it fall back
+// to every flow with the hop's priority and cookie, of which only the one
+// the packet matches will fire; it then leaves out flows whose actions
+// are conjunction clauses: OVS refuses a flow that mixes a conjunction
+// with other actions (NXBAC_BAD_CONJUNCTION), and no packet ever "takes"
+// a clause flow, so none can be the hop.
+func hopFlows(h ofproto.Hop, table []openflow.FlowDesc) ([]openflow.FlowDesc, bool, string) {
+	var same []openflow.FlowDesc
+	for _, fd := range table {
+		if fd.Priority == h.Priority && fd.Cookie == h.Cookie {
+			same = append(same, fd)
+		}
+	}
+	if len(same) == 0 {
+		return nil, false, "the flow was gone when the helper read the table"
+	}
+	for _, fd := range same {
+		if ok, err := openflow.MatchIs(fd.Match, h.Match); err == nil && ok {
+			if len(openflow.Conjunctions(fd.Instructions)) > 0 {
+				return nil, true, "its flow's actions are conjunction clauses, which no copy may mix with a controller action"
+			}
+			return []openflow.FlowDesc{fd}, true, ""
+		}
+	}
+	var out []openflow.FlowDesc
+	for _, fd := range same {
+		if len(openflow.Conjunctions(fd.Instructions)) == 0 {
+			out = append(out, fd)
+		}
+	}
+	if len(out) == 0 {
+		return nil, false, "the flows with its priority and cookie are conjunction clauses, which no copy may mix with a controller action"
+	}
+	return out, false, ""
+}
+
+// conjIDBase (0xf4 in the top byte) marks the conjunction ids of the
+// helper's clones. A clone's id is conjIDBase | tag<<16 | hop: the tag is unique among the
+// traces running on a node (the plugin hands them out), and the hop index
+// is unique within a trace, so concurrent traces never share an id, and a
+// trace never gives two hops one id. CNIs number their conjunctions from 1
+// upwards (Antrea does); the helper still checks that the table holds no
+// flow of the id before using it.
+const conjIDBase = uint32(0xf4) << 24
+
+func cloneConjID(tag uint8, hop int) uint32 {
+	return conjIDBase | uint32(tag)<<16 | uint32(hop&0xffff) //nolint:gosec // masked
+}
+
+// cloneConjunction plans the observation of a hop whose flow is a
+// conjunctive flow (it matches conj_id=id, at priority P). A copy of that
+// flow at P+1 could never fire: OVS sets conj_id only after the clause
+// flows of id, all at priority P, matched. So the helper clones the whole
+// conjunction for the tagged probe under an id of its own (cloneConjID):
+// each clause flow carrying conjunction(id, k/n) is copied at P+1 with the
+// tag added to its match and conjunction(id', k/n) as its only action
+// (OVS allows nothing else beside a conjunction), and the conj_id flow is
+// copied at P+1 matching conj_id=id' and the tag, with the controller
+// action in front of its original actions. OVS allows a conj_id flow to
+// match other fields (ovs-fields(7): "the search for the flow with
+// conj_id=id is done in the same general-purpose way as other flow table
+// searches"), and if the clone's clauses do not all match, OVS goes on as
+// if the cloned conjunction did not exist: the original one still decides.
+// why says why the hop cannot be cloned (it is then explained by OVS's
+// trace only, as inferred).
+func cloneConjunction(in PlanInput, i int, conj openflow.FlowDesc, id uint32) ([][]byte, string, error) {
+	h := in.Trace.Hops[i]
+	if conj.Priority == 0xffff {
+		return nil, "its flow is a conjunctive flow at priority 65535, which no clone can outrank", nil
+	}
+	clone := cloneConjID(in.Tag, i)
+	prio := conj.Priority + 1
+	var mods [][]byte
+	clauses := map[uint8]bool{}
+	var n uint8
+	for _, fd := range in.Flows[h.Table] {
+		if cid, ok := openflow.ConjIDOf(fd.Match); ok && cid == clone {
+			return nil, fmt.Sprintf("its table already has a flow matching conj_id=%d, the id the helper would give its clone", clone), nil
+		}
+		for _, c := range openflow.Conjunctions(fd.Instructions) {
+			if c.ID == clone {
+				return nil, fmt.Sprintf("its table already has a conjunction with id %d, the id the helper would give its clone", clone), nil
+			}
+			if c.ID != id || fd.Priority != conj.Priority {
+				continue
+			}
+			extra, why := tagMatch(fd.Match, in.EthType, in.Tag)
+			if why != "" {
+				// A clause the probe cannot match (another protocol):
+				// the clause must still be covered by another flow.
+				continue
+			}
+			n = c.NClauses
+			clauses[c.Clause] = true
+			mods = append(mods, openflow.CopyFlow(0, fd, openflow.CopySpec{
+				Cookie: in.Cookie | kindCopy, HardTimeout: in.HardTimeout, Priority: prio, ExtraMatch: extra,
+				ReplaceActions: openflow.ConjunctionAction(openflow.Conjunction{ID: clone, Clause: c.Clause, NClauses: c.NClauses}),
+			}))
+		}
+	}
+	if n == 0 {
+		return nil, fmt.Sprintf("its flow is conjunctive (conj_id=%d) and no clause flow of conjunction %d at priority %d could be copied", id, id, conj.Priority), nil
+	}
+	for k := uint8(1); k <= n; k++ {
+		if !clauses[k] {
+			return nil, fmt.Sprintf("its flow is conjunctive (conj_id=%d) and clause %d/%d has no flow the helper could copy", id, k, n), nil
+		}
+	}
+	extra, why := tagMatch(conj.Match, in.EthType, in.Tag)
+	if why != "" {
+		return nil, why, nil
+	}
+	match, err := openflow.WithConjID(conj.Match, clone)
+	if err != nil {
+		return nil, "cannot read the conjunctive flow's match: " + err.Error(), nil
+	}
+	ca, err := openflow.ControllerAction(in.ControllerID, userdata(in.Tag, kindCopy, uint16(i), 0), false) //nolint:gosec // hops < 64K
+	if err != nil {
+		return nil, "", err
+	}
+	if in.Mark != 0 && i == in.MarkHop {
+		ca = append(ca, openflow.SetFieldAction(openflow.PktMarkField(in.Mark))...)
+	}
+	conj.Match = match
+	mods = append(mods, openflow.CopyFlow(0, conj, openflow.CopySpec{
+		Cookie: in.Cookie | kindCopy, HardTimeout: in.HardTimeout, Priority: prio, ExtraMatch: extra, Prepend: ca,
+	}))
+	return mods, "", nil
 }

@@ -83,6 +83,9 @@ type session struct {
 	// wanted holds the flows the trace wants in the bridge, by kind
 	// (restore.go).
 	wanted map[uint8][]sentFlow
+	// installed counts the flows the trace added (install), for the
+	// cleanup line.
+	installed int
 }
 
 // trace asks OVS for its trace of frame entering the bridge with the
@@ -194,7 +197,7 @@ func (s *session) cleanup() {
 	if err == nil {
 		left, err = s.countFlows(ctx)
 	}
-	c := report.Cleanup{Cookie: fmt.Sprintf("%#x", s.cookie), FlowsLeft: left, HardTimeout: int(s.c.hardTimeout())}
+	c := report.Cleanup{Cookie: fmt.Sprintf("%#x", s.cookie), FlowsLeft: left, HardTimeout: int(s.c.hardTimeout()), FlowsInstalled: s.installed}
 	if err != nil {
 		c.Error = err.Error()
 		s.c.Logf("cleanup: delete flows with cookie %#x/%#x: %v (they expire after %ds)", s.cookie, cookieMask, err, s.c.hardTimeout())
@@ -255,6 +258,7 @@ func (s *session) install(ctx context.Context, p Plan, revalidate bool) error {
 		openflow.SetFlowModFlags(m, openflow.FlagSendFlowRem)
 	}
 	s.remember(p.FlowMods, time.Now())
+	s.installed += len(p.FlowMods)
 	return s.send(ctx, p.FlowMods, revalidate)
 }
 
@@ -299,6 +303,7 @@ func (s *session) revalidated(ctx context.Context) error {
 		return err
 	}
 	bump := openflow.NewFlow(s.of.NextXid(), 0, 0, s.cookie|kindBump, 1, openflow.PktMarkField(ownMark(markBump, s.c.Tag)), nil)
+	s.installed++
 	if err := s.of.Send(bump); err != nil {
 		return err
 	}

@@ -125,7 +125,7 @@ func (s *session) plan(ctx context.Context, p *path, from int, revalidate bool) 
 		s.c.Logf("hop %d (%s) is explained by OVS's trace only: %s", i, s.names.NameHop(p.t.Hops[i]).Where, why)
 	}
 	if p.open {
-		catchers, err := s.catchers(p.ethType)
+		catchers, err := s.catchers(ctx, p.ethType)
 		if err != nil {
 			return plan, err
 		}
@@ -169,17 +169,41 @@ func (s *session) buildPlan(ctx context.Context, p *path, from int) (Plan, error
 // NXT_PACKET_IN2 carries no table_id (OVS 3.1, measured), and a
 // continuation traced from table 0 instead of where the packet really is
 // meets the select group again and loops.
-func (s *session) catchers(ethType uint16) ([][]byte, error) {
+//
+// Catchers go only into the tables that hold flows (OpenFlow table
+// statistics), not into all 254: a pipeline uses a few dozen tables, and a
+// catcher per table made every continuation cost 254 flows, more than the
+// whole path's copies (issue 14 bounds a trace's flows by its path). A
+// probe that reentered an empty table would meet a table miss there and
+// be dropped unseen: the trace then ends at its deadline, saying where the
+// probe was seen last, not with a guessed verdict.
+func (s *session) catchers(ctx context.Context, ethType uint16) ([][]byte, error) {
+	bodies, err := s.of.Multipart(ctx, openflow.TableStatsRequest(s.of.NextXid()))
+	if err != nil {
+		return nil, fmt.Errorf("read table statistics: %w", err)
+	}
+	var tables []uint8
+	for _, b := range bodies {
+		ts, err := openflow.DecodeTableStats(b)
+		if err != nil {
+			return nil, err
+		}
+		for _, t := range ts {
+			if t.ActiveCount > 0 && t.ID < 254 {
+				tables = append(tables, t.ID)
+			}
+		}
+	}
 	clear := openflow.SetFieldAction(openflow.PktMarkField(0))
 	match := append(append(openflow.EthTypeField(ethType), openflow.DSCPField(s.c.Tag)...), openflow.PktMarkField(markCont)...)
 	var out [][]byte
-	for table := 0; table < 254; table++ {
+	for _, table := range tables {
 		ca, err := openflow.ControllerAction(s.ctlID, userdata(s.c.Tag, kindCont, uint16(table), 0), true)
 		if err != nil {
 			return nil, err
 		}
-		actions := append(append(ca, clear...), openflow.ResubmitAction(uint8(table))...)
-		out = append(out, openflow.NewFlow(0, uint8(table), 0xffff, s.cookie|kindCont, s.c.hardTimeout(), match, actions))
+		actions := append(append(ca, clear...), openflow.ResubmitAction(table)...)
+		out = append(out, openflow.NewFlow(0, table, 0xffff, s.cookie|kindCont, s.c.hardTimeout(), match, actions))
 	}
 	return out, nil
 }
@@ -224,6 +248,7 @@ func (s *session) extend(ctx context.Context, p *path, pin openflow.PacketIn, ta
 	}
 	actions := append(append(openflow.SetFieldAction(openflow.PktMarkField(0)), tunnelSet...), openflow.ResubmitAction(table)...)
 	tramp := openflow.NewFlow(s.of.NextXid(), 0, 0xffff, s.cookie|kindTramp, s.c.hardTimeout(), openflow.PktMarkField(ownMark(markTramp, s.c.Tag)), actions)
+	s.installed++
 	for _, m := range [][]byte{del, tramp} {
 		if err := s.of.Send(m); err != nil {
 			resume()

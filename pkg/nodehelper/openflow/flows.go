@@ -40,6 +40,30 @@ func TableFeaturesRequest(xid uint32) []byte {
 	return multipartRequest(xid, multipartTableFeatures, nil)
 }
 
+// TableStatsRequest asks for every table's statistics (OFPMP_TABLE_STATS).
+func TableStatsRequest(xid uint32) []byte {
+	return multipartRequest(xid, multipartTableStats, nil)
+}
+
+// TableStat is a table's id and how many flows it holds.
+type TableStat struct {
+	ID          uint8
+	ActiveCount uint32
+}
+
+// DecodeTableStats decodes the body of one OFPMP_TABLE_STATS reply: 24
+// bytes per table (table_id, pad, active_count, lookup and matched counts).
+func DecodeTableStats(body []byte) ([]TableStat, error) {
+	if len(body)%24 != 0 {
+		return nil, fmt.Errorf("table stats: %d bytes, not a multiple of 24", len(body))
+	}
+	var out []TableStat
+	for ; len(body) >= 24; body = body[24:] {
+		out = append(out, TableStat{ID: body[0], ActiveCount: binary.BigEndian.Uint32(body[4:])})
+	}
+	return out, nil
+}
+
 func multipartRequest(xid uint32, mpType uint16, body []byte) []byte {
 	b := make([]byte, 16+len(body))
 	b[0] = Version

@@ -20,7 +20,7 @@ var oxmNames = map[uint16]map[uint8]string{
 	classNXM1: {
 		nxmTunID: "tun_id", nxmTunIPv4Src: "tun_src", nxmTunIPv4Dst: "tun_dst", 33: "pkt_mark",
 		nxmCtState: "ct_state", nxmCtZone: "ct_zone", nxmCtMark: "ct_mark", nxmCtLabel: "ct_label",
-		nxmTunIPv6Src: "tun_ipv6_src", nxmTunIPv6Dst: "tun_ipv6_dst", nxmCtNwProto: "ct_nw_proto",
+		nxmConjID: "conj_id", nxmTunIPv6Src: "tun_ipv6_src", nxmTunIPv6Dst: "tun_ipv6_dst", nxmCtNwProto: "ct_nw_proto",
 		nxmCtNwSrc: "ct_nw_src", nxmCtNwDst: "ct_nw_dst", nxmCtTpSrc: "ct_tp_src", nxmCtTpDst: "ct_tp_dst",
 	},
 }
@@ -70,7 +70,7 @@ func formatValue(name string, v []byte) string {
 	case (len(v) == 4 || len(v) == 16) && isAddressField(name):
 		a, _ := netip.AddrFromSlice(v)
 		return a.String()
-	case name == "in_port" && len(v) == 4:
+	case (name == "in_port" || name == "conj_id") && len(v) == 4:
 		return fmt.Sprint(binary.BigEndian.Uint32(v))
 	case len(v) == 2 && (strings.HasPrefix(name, "tp_") || strings.HasPrefix(name, "ct_tp_") || name == "ct_zone"):
 		return fmt.Sprint(binary.BigEndian.Uint16(v))

@@ -59,9 +59,23 @@ func TestIntegrationFlowsAsOfctlText(t *testing.T) {
 			append(SetTunnelActions(Metadata{HasTunID: true, TunID: 5, TunSrc: netip.MustParseAddr("192.168.77.1"),
 				TunDst: netip.MustParseAddr("192.168.77.2")}), ResubmitAction(20)...)),
 			"actions=set_field:0x5->tun_id,set_field:192.168.77.1->tun_src,set_field:192.168.77.2->tun_dst,resubmit(,20)"},
+		"copy of a conjunction clause under the helper's id": {
+			CopyFlow(12, FlowDesc{TableID: 12, Priority: 100, Match: append(EthTypeField(0x800), oxm(classOpenFlow, 11, []byte{10, 0, 0, 1})...),
+				Instructions: applyActions(ConjunctionAction(Conjunction{ID: 7, Clause: 1, NClauses: 2}))},
+				CopySpec{Cookie: 0x10, HardTimeout: 10, Priority: 101, ExtraMatch: DSCPField(5),
+					ReplaceActions: ConjunctionAction(Conjunction{ID: 0xf4050003, Clause: 2, NClauses: 3})}),
+			"ADD table:12 priority=101,ip,nw_src=10.0.0.1,nw_tos=20 cookie:0x10 hard:10 actions=conjunction(4093968387,2/3)",
+		},
+		"copy of a conjunctive flow under the helper's id": {
+			CopyFlow(13, FlowDesc{TableID: 12, Priority: 100, Match: mustMsg(WithConjID(append(ConjIDField(7), EthTypeField(0x800)...), 0xf4050003)),
+				Instructions: applyActions(ResubmitAction(13))},
+				CopySpec{Cookie: 0x10, HardTimeout: 10, Priority: 101, ExtraMatch: DSCPField(5), Prepend: ctl}),
+			"ADD table:12 priority=101,conj_id=4093968387,ip,nw_tos=20 cookie:0x10 hard:10 actions=controller(id=4660,userdata=01.02.03),resubmit(,13)",
+		},
 		"packet-in format": {mustMsg(SetPacketInFormat(7)), "format=nxt_packet_in2"},
 		"miss_send_len":    {mustMsg(SetConfig(8)), "miss_send_len=65535"},
 		"table features":   {TableFeaturesRequest(9), "OFPST_TABLE_FEATURES request (OF1.5)"},
+		"table stats":      {TableStatsRequest(12), "OFPST_TABLE request (OF1.5) (xid=0xc)"},
 		"flow desc":        {FlowDescRequest(10, 7, 0, 0), "OFPST_FLOW request (OF1.5) (xid=0xa): table=7"},
 	} {
 		t.Run(name, func(t *testing.T) {

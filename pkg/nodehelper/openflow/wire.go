@@ -44,6 +44,7 @@ const (
 	nxpifPacketIn = 2 // NXPIF_NXT_PACKET_IN2
 
 	multipartFlowDesc      = 1
+	multipartTableStats    = 3
 	multipartTableFeatures = 12
 	multipartReplyMore     = 1
 

@@ -132,3 +132,63 @@ func ipHex(ip string) string {
 	a := net.ParseIP(ip).To4()
 	return fmt.Sprintf("%#x", uint32(a[0])<<24|uint32(a[1])<<16|uint32(a[2])<<8|uint32(a[3]))
 }
+
+// ConjunctionRule is one rule of a ConjunctionPolicy: traffic from From to
+// To on TCP port Port, allowed or dropped.
+type ConjunctionRule struct {
+	From, To *Pod
+	Port     int
+	Drop     bool
+}
+
+// ConjunctionPolicy programs rules in IngressRule the way Antrea programs
+// a ClusterNetworkPolicy: each rule is a conjunctive match of three
+// clauses, source address (1/3), destination port register reg1 (2/3) and
+// TCP port (3/3), with a conj_id flow that drops or goes on to
+// ConntrackCommit; a clause flow that several rules share carries one
+// conjunction action per rule. Every flow has priority 14000 and the one
+// cookie of the policy feature (CookiePolicy), and fillers more rules of
+// the same shape for addresses nobody uses (10.77.x.y), so that the table
+// is large and one cookie covers it all. Rule ids start at 1, as Antrea's.
+// It returns the conjunction id of each rule, in order.
+func (n *Node) ConjunctionPolicy(fillers int, rules ...ConjunctionRule) []uint32 {
+	n.t.Helper()
+	const prio = 14000
+	var f []string
+	add := func(format string, a ...any) { f = append(f, fmt.Sprintf(format, a...)) }
+	conjs := map[string][]string{}
+	var order []string
+	clause := func(match string, id uint32, k int) {
+		if _, ok := conjs[match]; !ok {
+			order = append(order, match)
+		}
+		conjs[match] = append(conjs[match], fmt.Sprintf("conjunction(%d,%d/3)", id, k))
+	}
+	var ids []uint32
+	id := uint32(0)
+	for _, r := range rules {
+		id++
+		ids = append(ids, id)
+		clause(fmt.Sprintf("ip,nw_src=%s", r.From.IP), id, 1)
+		clause(fmt.Sprintf("ip,reg1=%d", r.To.Ofport), id, 2)
+		clause(fmt.Sprintf("tcp,tp_dst=%d", r.Port), id, 3)
+		action := fmt.Sprintf("goto_table:%d", TableConntrackCommit)
+		if r.Drop {
+			action = "drop"
+		}
+		add("table=%d,priority=%d,cookie=%#x,conj_id=%d,ip,actions=%s", TableIngressRule, prio, CookiePolicy, id, action)
+	}
+	for i := 0; i < fillers; i++ {
+		id++
+		clause(fmt.Sprintf("ip,nw_src=10.77.%d.%d", i/200, i%200+1), id, 1)
+		clause(fmt.Sprintf("ip,reg1=%d", 200+i), id, 2)
+		clause(fmt.Sprintf("tcp,tp_dst=%d", 10000+i), id, 3)
+		add("table=%d,priority=%d,cookie=%#x,conj_id=%d,ip,actions=drop", TableIngressRule, prio, CookiePolicy, id)
+	}
+	for _, m := range order {
+		add("table=%d,priority=%d,cookie=%#x,%s,actions=%s", TableIngressRule, prio, CookiePolicy, m, strings.Join(conjs[m], ","))
+	}
+	n.AddFlows(strings.Join(f, "\n") + "\n")
+	n.agentFlows = append(n.agentFlows, f...)
+	return ids
+}

@@ -69,6 +69,11 @@ type Cleanup struct {
 	// HardTimeout is the flows' hard_timeout in seconds: the latest they
 	// expire by themselves, counted from when they were installed.
 	HardTimeout int `json:"hardTimeout"`
+	// FlowsInstalled counts every flow the trace added to the bridge:
+	// those of the ready line and those added after it, where the trace
+	// was continued past a recirculation (flows put back after another
+	// client deleted them are not counted again).
+	FlowsInstalled int `json:"flowsInstalled"`
 	// Error says why the deletion or the count failed.
 	Error string `json:"error,omitempty"`
 }
