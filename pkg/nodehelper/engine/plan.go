@@ -15,8 +15,19 @@
 //     sees the real packet.
 //   - A table miss on the path gets a lowest-priority tagged flow that only
 //     reports, so a drop there is observed, not inferred.
-//   - Where several flows share the hop's table, priority and cookie, each
-//     gets a copy: only the one the packet really matches fires.
+//   - A hop's copy is of its own flow only: the one among the table's flows
+//     with the hop's priority and cookie whose match is the match OVS's
+//     trace printed (compared field by field, openflow.MatchIs). A CNI may
+//     give a whole feature one cookie (Antrea does), so priority and cookie
+//     alone name many flows, conjunction clauses among them, which OVS
+//     refuses to combine with a controller action. Only where the match
+//     cannot be compared (a field the helper does not know) does every flow
+//     with the hop's priority and cookie get a copy, clause flows never:
+//     only the one the packet really matches fires (Plan.Siblings).
+//   - A conjunctive flow (conj_id=N) cannot be watched by a copy one
+//     priority up, since conj_id is set only by clause flows at its own
+//     priority: the helper clones the conjunction under an id of its own
+//     (cloneConjunction).
 //   - Where OVS's trace ends in a recirculation it cannot follow (a dp_hash
 //     select group), the last copy marks the probe and catchers pause it
 //     where it reenters a table; the helper traces on from there with the
@@ -115,10 +126,10 @@ type Plan struct {
 	Watched []bool
 	// Skipped explains hops that cannot be watched.
 	Skipped map[int]string
-	// Siblings holds, for a hop whose table has several flows with its
-	// priority and cookie, all of them in the order of their copies'
-	// candidate numbers: the packet-in of the copy that fired says which
-	// one the real packet matched.
+	// Siblings holds, for a hop whose own flow could not be told from the
+	// other flows with its priority and cookie (hopFlows), all of them in
+	// the order of their copies' candidate numbers: the packet-in of the
+	// copy that fired says which one the real packet matched.
 	Siblings map[int][]openflow.FlowDesc
 }
 
@@ -142,10 +153,9 @@ type PlanInput struct {
 }
 
 // BuildPlan derives the observation flows from OVS's trace of the probe.
-// A hop's flow is found among the table's flows by priority and cookie;
-// where several flows share both (common: one cookie per feature), every
-// one of them gets a copy, since each copy still requires the original
-// match, only the flow the packet really matches fires.
+// A hop's flow is found among the table's flows by priority, cookie and
+// match (hopFlows); a conjunctive hop is watched through a clone of its
+// conjunction (cloneConjunction).
 func BuildPlan(in PlanInput) (Plan, error) {
 	p := Plan{Watched: make([]bool, len(in.Trace.Hops)), Skipped: map[int]string{}, Siblings: map[int][]openflow.FlowDesc{}}
 	type key struct {
