@@ -115,7 +115,9 @@ func (o *TraceOptions) trace(ctx context.Context, c *Clients, res *resolve.Resul
 }
 
 // antreaTags returns the dataplane tags of running traces that are not
-// ours (ours hold a Lease): Antrea's, where Antrea also runs.
+// ours (ours hold a Lease): Antrea's, where Antrea also runs. Our pool is
+// disjoint from the range Antrea v2 allocates from (tagalloc.Pool), so this
+// only matters to an Antrea that allocates elsewhere.
 func antreaTags(records traceflow.Client) func(context.Context) (map[uint8]bool, error) {
 	return func(ctx context.Context) (map[uint8]bool, error) {
 		list, err := records.List(ctx, "")

@@ -39,6 +39,12 @@ const (
 type Facts struct {
 	// CRDServed: the API serves crd.antrea.io/v1beta1 traceflows.
 	CRDServed bool
+	// AntreaAPIs are the other crd.antrea.io/v1beta1 resources served
+	// (antreacontrollerinfos, clusternetworkpolicies, ...): Antrea's
+	// manifests install them, `kubectl traceflow install` never does, so
+	// any of them means Antrea is installed, whether or not its controller
+	// is seen running.
+	AntreaAPIs []string
 	// Controller is what is known of Antrea's controller.
 	Controller Health
 	// Agents maps node name to what is known of the Antrea agent on it.
@@ -70,8 +76,12 @@ type Decision struct {
 	Mode   Mode
 	Reason string
 	// RecordAsCR: in helper mode, record the trace as a Traceflow object.
-	// Only where the CRD is served and no Antrea controller would pick the
-	// object up and act on it too: two engines must never run one trace.
+	// Only where nothing of Antrea is installed but the Traceflow CRD
+	// (CheckRecordHome then checks that CRD is kubectl-traceflow's): an
+	// Antrea controller, down or hidden by RBAC today, would give an object
+	// without a phase a tag of its own and set it Running, and Antrea's
+	// agents trace whatever is Running with a tag. Two engines must never
+	// run one trace, and helper mode never creates a state Antrea acts on.
 	RecordAsCR bool
 }
 
@@ -84,9 +94,7 @@ func Decide(want Mode, f Facts, nodes []string) (Decision, error) {
 		}
 	}
 	agentOK := f.CRDServed && f.Controller.Ready && len(missing) == 0
-	// A controller we know nothing of (no record, no pod) would not act on a
-	// Traceflow object; one that is alive but not healthy still might.
-	recordCR := f.CRDServed && f.Controller.Source == ""
+	recordCR, noRecord := recordHome(f)
 	switch want {
 	case Agent:
 		if !agentOK {
@@ -94,14 +102,36 @@ func Decide(want Mode, f Facts, nodes []string) (Decision, error) {
 		}
 		return Decision{Mode: Agent, Reason: "--engine agent: " + whyAgent(f, nodes)}, nil
 	case Helper:
-		return Decision{Mode: Helper, Reason: "--engine helper", RecordAsCR: recordCR}, nil
+		return Decision{Mode: Helper, Reason: "--engine helper" + noRecord, RecordAsCR: recordCR}, nil
 	case Auto, "":
 		if agentOK {
 			return Decision{Mode: Agent, Reason: whyAgent(f, nodes)}, nil
 		}
-		return Decision{Mode: Helper, Reason: whyNotAgent(f, missing), RecordAsCR: recordCR}, nil
+		return Decision{Mode: Helper, Reason: whyNotAgent(f, missing) + noRecord, RecordAsCR: recordCR}, nil
 	}
 	return Decision{}, exitcode.UsageErrorf("unknown engine %q: use auto, agent or helper", want)
+}
+
+// recordHome decides whether a helper-mode trace may be recorded as a
+// Traceflow object, and otherwise says why not, as a suffix of the
+// decision's reason ("" where no CRD is served: the reason says so already).
+// A Traceflow object is created without a status (the API server drops a
+// status on create), and Antrea's controller starts every trace it finds
+// without a phase: it allocates a tag and sets Running, which is what
+// Antrea's agents trace. So the object is created only where no Antrea
+// controller can exist: crd.antrea.io serves nothing but traceflows (what
+// `kubectl traceflow install` installs) and no controller is seen at all.
+func recordHome(f Facts) (bool, string) {
+	const stays = "; the record stays in the plugin (see -o yaml): "
+	switch {
+	case !f.CRDServed:
+		return false, ""
+	case len(f.AntreaAPIs) > 0:
+		return false, stays + "Antrea is installed (crd.antrea.io serves " + f.AntreaAPIs[0] + "), and its controller would take a Traceflow object for a trace of its own"
+	case f.Controller.Source != "":
+		return false, stays + "an Antrea controller is known (" + f.Controller.Source + ") and would take a Traceflow object for a trace of its own"
+	}
+	return true, ""
 }
 
 // whyAgent says, in one line, which evidence showed Antrea healthy.
@@ -230,6 +260,12 @@ func Gather(ctx context.Context, s Sources, nodes []string) (Facts, error) {
 		return f, exitcode.Errorf(exitcode.Setup, "ask the API server which APIs it serves: %w", err)
 	}
 	f.CRDServed = served["traceflows"]
+	for r := range served {
+		if r != "traceflows" && !strings.Contains(r, "/") {
+			f.AntreaAPIs = append(f.AntreaAPIs, r)
+		}
+	}
+	sort.Strings(f.AntreaAPIs)
 	if !f.CRDServed {
 		return f, nil
 	}

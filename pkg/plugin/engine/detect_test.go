@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -27,6 +28,9 @@ func TestDecide(t *testing.T) {
 	byPods := Facts{CRDServed: true, Controller: pod, Agents: map[string]Health{"n1": pod, "n2": pod}}
 	mixed := Facts{CRDServed: true, Controller: ctrlRec, Agents: map[string]Health{"n1": rec, "n2": pod}}
 	ours := Facts{CRDServed: true, Agents: map[string]Health{}}
+	// Antrea installed, its controller invisible (down, or hidden by RBAC:
+	// neither record nor pod is readable).
+	antreaHidden := Facts{CRDServed: true, AntreaAPIs: []string{"antreacontrollerinfos", "clusternetworkpolicies"}, Agents: map[string]Health{}}
 	none := Facts{Agents: map[string]Health{}}
 	oneAgentDown := Facts{CRDServed: true, Controller: pod, Agents: map[string]Health{"n1": pod}}
 	oneAgentStale := Facts{CRDServed: true, Controller: ctrlRec, Agents: map[string]Health{"n1": rec, "n2": stale}}
@@ -47,9 +51,12 @@ func TestDecide(t *testing.T) {
 		{"auto without CRD", Auto, none, Helper, false, 0, "does not serve"},
 		{"auto with an agent down", Auto, oneAgentDown, Helper, false, 0, "no Ready Antrea agent on n2"},
 		{"auto with a stale agent record", Auto, oneAgentStale, Helper, false, 0, "no Ready Antrea agent on n2 (AntreaAgentInfo n2 is stale"},
-		{"auto with a stale controller record: no CR, it may still act", Auto, ctrlStale, Helper, false, 0, "controller is not healthy: AntreaControllerInfo antrea-controller is stale"},
-		{"helper forced on Antrea: no CR, Antrea would act on it", Helper, antrea, Helper, false, 0, "--engine helper"},
+		{"auto with a stale controller record: no CR, it may still act", Auto, ctrlStale, Helper, false, 0, "controller is not healthy: AntreaControllerInfo antrea-controller is stale; the record stays in the plugin (see -o yaml): an Antrea controller is known (AntreaControllerInfo)"},
+		{"helper forced on Antrea: no CR, Antrea would act on it", Helper, antrea, Helper, false, 0, "--engine helper; the record stays in the plugin (see -o yaml): an Antrea controller is known (AntreaControllerInfo)"},
+		{"auto, Antrea installed, controller hidden: no CR", Auto, antreaHidden, Helper, false, 0, "no Ready Antrea controller serves Traceflow; the record stays in the plugin (see -o yaml): Antrea is installed (crd.antrea.io serves antreacontrollerinfos)"},
+		{"helper forced, Antrea installed, controller hidden: no CR", Helper, antreaHidden, Helper, false, 0, "--engine helper; the record stays in the plugin (see -o yaml): Antrea is installed"},
 		{"helper forced with our CRD", Helper, ours, Helper, true, 0, ""},
+		{"helper forced without CRD", Helper, none, Helper, false, 0, ""},
 		{"agent forced without Antrea", Agent, none, "", false, exitcode.Setup, ""},
 		{"agent forced, agent down", Agent, oneAgentDown, "", false, exitcode.Setup, ""},
 		{"unknown", "magic", antrea, "", false, exitcode.Usage, ""},
@@ -67,6 +74,11 @@ func TestDecide(t *testing.T) {
 			}
 			if d.Mode != tc.mode || d.RecordAsCR != tc.recordCR || !strings.Contains(d.Reason, tc.reason) {
 				t.Errorf("got %+v", d)
+			}
+			// Where the record is kept in the plugin although a CRD is
+			// served, the reason says so; where it is an object, it does not.
+			if stays := strings.Contains(d.Reason, "the record stays in the plugin"); d.Mode == Helper && stays != (tc.facts.CRDServed && !d.RecordAsCR) {
+				t.Errorf("reason %q: says the record stays in the plugin: %v, want %v", d.Reason, stays, tc.facts.CRDServed && !d.RecordAsCR)
 			}
 		})
 	}
@@ -111,8 +123,13 @@ func TestGather(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !f.CRDServed || !f.Controller.Ready || !f.Agents["n1"].Ready || f.Agents["n2"].Ready || f.Agents["n1"].Source != "pod" {
+	if !f.CRDServed || !f.Controller.Ready || !f.Agents["n1"].Ready || f.Agents["n2"].Ready || f.Agents["n1"].Source != "pod" || len(f.AntreaAPIs) != 0 {
 		t.Fatalf("facts %+v", f)
+	}
+	// Antrea's other APIs say Antrea is installed; subresources are no APIs.
+	f, err = Gather(context.Background(), Sources{Discovery: fakeDiscovery{resources: []string{"traceflows", "traceflows/status", "clusternetworkpolicies", "antreacontrollerinfos"}}, Pods: cs.CoreV1().Pods("")}, nodes)
+	if err != nil || !slices.Equal(f.AntreaAPIs, []string{"antreacontrollerinfos", "clusternetworkpolicies"}) {
+		t.Fatalf("Antrea's APIs %v (%v), want antreacontrollerinfos and clusternetworkpolicies", f.AntreaAPIs, err)
 	}
 
 	notFound := apierrors.NewNotFound(schema.GroupResource{Group: "crd.antrea.io"}, "v1beta1")

@@ -259,6 +259,8 @@ type fakeRecords struct {
 	meddle func(cur *traceflow.Traceflow)
 	// failStatus fails every status write.
 	failStatus error
+	// stored is every state the object was stored in, in order.
+	stored []*traceflow.Traceflow
 }
 
 func (r *fakeRecords) Create(_ context.Context, tf *traceflow.Traceflow) (*traceflow.Traceflow, error) {
@@ -268,6 +270,7 @@ func (r *fakeRecords) Create(_ context.Context, tf *traceflow.Traceflow) (*trace
 	c.Status = traceflow.Status{} // the status subresource ignores status on create
 	c.ResourceVersion = "1"
 	r.objects[c.Name] = c
+	r.stored = append(r.stored, clone(c))
 	return clone(c), nil
 }
 
@@ -305,6 +308,7 @@ func (r *fakeRecords) UpdateStatus(_ context.Context, tf *traceflow.Traceflow) (
 	r.observations = append(r.observations, n)
 	c.ResourceVersion = fmt.Sprint(r.updates + 1)
 	r.objects[c.Name] = c
+	r.stored = append(r.stored, clone(c))
 	return clone(c), nil
 }
 

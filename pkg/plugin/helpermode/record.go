@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -21,6 +22,13 @@ import (
 // hop up by an API round trip (30 hops, seconds on a busy API server), so
 // a writer goroutine writes the latest results whenever they changed,
 // coalescing hops that arrive meanwhile; the final status is written last.
+//
+// The object never holds a state Antrea acts on: its status never carries
+// a dataplaneTag (the tag is in an annotation; Antrea's agents trace any
+// Traceflow that is Running with a tag), and it is Running, without a tag,
+// from the first status write on (Antrea's controller would give an object
+// without a phase a tag of its own). Only the in-memory record carries the
+// tag in its status.
 type recorder struct {
 	client  traceflow.Client
 	asCR    bool
@@ -54,7 +62,13 @@ func (r *recorder) start(ctx context.Context, tag uint8, now time.Time) error {
 		return nil
 	}
 	status := r.tf.Status
-	got, err := r.client.Create(ctx, r.tf)
+	obj := clone(r.tf)
+	obj.Status = traceflow.Status{}
+	if obj.Annotations == nil {
+		obj.Annotations = map[string]string{}
+	}
+	obj.Annotations[traceflow.TagAnnotation] = strconv.Itoa(int(tag))
+	got, err := r.client.Create(ctx, obj)
 	if err != nil {
 		return err
 	}
@@ -101,9 +115,15 @@ func (r *recorder) push(ctx context.Context, tf *traceflow.Traceflow) error {
 		r.tf = tf
 		return nil
 	}
+	// The tag stays in memory and in the annotation, never in the stored
+	// status (see recorder).
+	tag := tf.Status.DataplaneTag
+	tf = clone(tf)
+	tf.Status.DataplaneTag = 0
 	for attempt := 1; ; attempt++ {
 		got, err := r.client.UpdateStatus(ctx, tf)
 		if err == nil {
+			got.Status.DataplaneTag = tag
 			r.tf = got
 			return nil
 		}

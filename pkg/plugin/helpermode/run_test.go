@@ -168,6 +168,48 @@ func TestKeepLeavesTheRecordWithMergedStatus(t *testing.T) {
 	}
 }
 
+// The Traceflow object never holds a state Antrea acts on: no stored
+// status carries a dataplaneTag (Antrea's agents trace whatever is Running
+// with a tag), the first status write makes it Running (Antrea's controller
+// would tag an object without a phase), and the tag is in an annotation.
+// The record the plugin returns still has the tag in its status.
+func TestRecordNeverHoldsAStateAntreaActsOn(t *testing.T) {
+	h := newHarness(interNode(t))
+	c := cfg()
+	c.Keep = true
+	out, err := h.runner.Run(context.Background(), c, plan("n2"))
+	if err != nil || out.Verdict != outcome.Delivered {
+		t.Fatalf("verdict %s, err %v", out.Verdict, err)
+	}
+	h.records.mu.Lock()
+	stored := h.records.stored
+	h.records.mu.Unlock()
+	if len(stored) < 3 {
+		t.Fatalf("%d stored states, want the create, a Running write and the final one", len(stored))
+	}
+	want := fmt.Sprint(out.Tag)
+	for i, tf := range stored {
+		if tf.Status.DataplaneTag != 0 {
+			t.Errorf("stored state %d: status.dataplaneTag %d (phase %q): Antrea's agents would trace it", i, tf.Status.DataplaneTag, tf.Status.Phase)
+		}
+		if tf.Annotations[traceflow.TagAnnotation] != want {
+			t.Errorf("stored state %d: annotation %s = %q, want %s", i, traceflow.TagAnnotation, tf.Annotations[traceflow.TagAnnotation], want)
+		}
+		if i > 0 && tf.Status.Phase == "" {
+			t.Errorf("stored state %d has no phase after the first status write", i)
+		}
+	}
+	if p := stored[1].Status.Phase; p != traceflow.PhaseRunning || stored[1].Status.StartTime == nil {
+		t.Errorf("first status write: phase %q start %v, want Running with a start time", p, stored[1].Status.StartTime)
+	}
+	if p := stored[len(stored)-1].Status.Phase; p != traceflow.PhaseSucceeded {
+		t.Errorf("last stored phase %q, want Succeeded", p)
+	}
+	if out.Record == nil || out.Record.Status.DataplaneTag != int8(out.Tag) || out.Tag == 0 {
+		t.Errorf("returned record's tag %v, want %d", out.Record, out.Tag)
+	}
+}
+
 func TestIntraNodeDrop(t *testing.T) {
 	h := newHarness(func(f *fakeCluster, p *corev1.Pod) {
 		f.run(p)

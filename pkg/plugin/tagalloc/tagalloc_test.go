@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -93,14 +94,68 @@ func newAlloc(cs *fake.Clientset, now time.Time) *Allocator {
 		ServerNow: func(context.Context) (time.Time, error) { return now, nil }}
 }
 
-func TestPoolIsAntreasExperimentalRange(t *testing.T) {
+// The pool never meets Antrea's tags nor the code points real traffic
+// uses, holds only DSCP values, and is exactly what is left of pools 2 and
+// 3 after those (pool 1 is for standards assignment).
+func TestPoolIsDisjointFromAntreaAndTraffic(t *testing.T) {
 	p := Pool()
-	if len(p) != 14 || p[0] != 7 || p[len(p)-1] != 59 {
-		t.Fatalf("pool %v", p)
+	antrea := map[uint8]bool{}
+	for _, tag := range AntreaPool() {
+		antrea[tag] = true
 	}
+	if len(antrea) != 14 || !antrea[7] || !antrea[59] || antrea[3] || antrea[63] {
+		t.Fatalf("Antrea's pool %v, want 7..59 step 4", AntreaPool())
+	}
+	traffic := map[uint8]bool{}
+	for _, c := range TrafficCodePoints {
+		traffic[c] = true
+	}
+	for _, c := range []uint8{0, 1, 44, 45, 46, 8, 16, 24, 32, 40, 48, 56, 10, 12, 14, 18, 20, 22, 26, 28, 30, 34, 36, 38} {
+		if !traffic[c] {
+			t.Errorf("code point %d missing from TrafficCodePoints", c)
+		}
+	}
+	var want []uint8
+	for c := uint8(1); c <= 63; c++ {
+		if c&1 == 1 && !antrea[c] && !traffic[c] {
+			want = append(want, c)
+		}
+	}
+	if !slices.Equal(p, want) {
+		t.Errorf("pool %v, want %v", p, want)
+	}
+	seen := map[uint8]bool{}
 	for _, tag := range p {
-		if tag&0b11 != 0b11 || tag > 63 {
-			t.Errorf("tag %d is not a local-use DSCP (xxxx11)", tag)
+		if tag == 0 || tag > 63 || antrea[tag] || traffic[tag] || seen[tag] {
+			t.Errorf("tag %d: zero, out of DSCP range, Antrea's, real traffic's or twice", tag)
+		}
+		seen[tag] = true
+	}
+	// Pool returns a copy: a caller cannot change what is allocated.
+	p[0] = 7
+	if Pool()[0] != 3 {
+		t.Error("Pool shares its backing array")
+	}
+}
+
+// Tags in use by others (Antrea's, through inUse) are skipped, and the
+// pool's own values are all that is ever handed out.
+func TestAcquireOnlyFromThePool(t *testing.T) {
+	a := newAlloc(fake.NewClientset(), t0)
+	in := map[uint8]bool{}
+	for _, tag := range Pool() {
+		in[tag] = true
+	}
+	for range Pool() {
+		c, err := a.Acquire(context.Background(), "tf", 30*time.Second, map[uint8]bool{3: true})
+		if errors.Is(err, ErrExhausted) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !in[c.Tag] || c.Tag == 3 {
+			t.Errorf("tag %d handed out (not in the pool, or in use)", c.Tag)
 		}
 	}
 }
@@ -125,12 +180,12 @@ func TestAcquireDistinctUntilExhausted(t *testing.T) {
 
 func TestAcquireSkipsTagsInUseElsewhere(t *testing.T) {
 	a := newAlloc(fake.NewClientset(), t0)
-	c, err := a.Acquire(context.Background(), "tf", time.Minute, map[uint8]bool{7: true, 11: true})
+	c, err := a.Acquire(context.Background(), "tf", time.Minute, map[uint8]bool{3: true, 5: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Tag != 15 {
-		t.Fatalf("got tag %d, want 15 (7 and 11 are Antrea's)", c.Tag)
+	if c.Tag != 9 {
+		t.Fatalf("got tag %d, want 9 (3 and 5 are in use elsewhere)", c.Tag)
 	}
 }
 
@@ -144,16 +199,16 @@ func TestExpiredClaimIsTakenOverLiveOneIsNot(t *testing.T) {
 	// 5 s later by the server's clock the claim still holds.
 	srv.set(now.Add(5 * time.Second))
 	c, err := srv.alloc().Acquire(context.Background(), "tf2", 10*time.Second, nil)
-	if err != nil || c.Tag == 7 {
+	if err != nil || c.Tag == 3 {
 		t.Fatalf("live claim taken over: tag %v err %v", c, err)
 	}
-	// 11 s later it has expired: tag 7 is free again, as a new claim.
+	// 11 s later it has expired: tag 3 is free again, as a new claim.
 	srv.set(now.Add(11 * time.Second))
 	c, err = srv.alloc().Acquire(context.Background(), "tf3", 10*time.Second, nil)
-	if err != nil || c.Tag != 7 {
+	if err != nil || c.Tag != 3 {
 		t.Fatalf("expired claim not taken over: %v %v", c, err)
 	}
-	l, err := srv.cs.CoordinationV1().Leases("traceflow-system").Get(context.Background(), LeaseName(7), metav1.GetOptions{})
+	l, err := srv.cs.CoordinationV1().Leases("traceflow-system").Get(context.Background(), LeaseName(3), metav1.GetOptions{})
 	if err != nil || *l.Spec.HolderIdentity != "tf3/n" || l.Labels[TraceLabel] != "tf3" || l.UID == old.uid {
 		t.Fatalf("lease after takeover: %+v %v", l, err)
 	}
@@ -161,7 +216,7 @@ func TestExpiredClaimIsTakenOverLiveOneIsNot(t *testing.T) {
 	if err := old.Release(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := srv.cs.CoordinationV1().Leases("traceflow-system").Get(context.Background(), LeaseName(7), metav1.GetOptions{}); err != nil {
+	if _, err := srv.cs.CoordinationV1().Leases("traceflow-system").Get(context.Background(), LeaseName(3), metav1.GetOptions{}); err != nil {
 		t.Fatalf("the former holder's late release deleted the new claim: %v", err)
 	}
 }
@@ -187,7 +242,7 @@ func TestExpiryUsesServerTimeNotLocal(t *testing.T) {
 	a := srv.alloc()
 	a.Start = func(int) int { return 0 }
 	c, err := a.Acquire(context.Background(), "b", 30*time.Second, nil)
-	if err != nil || c.Tag == 7 {
+	if err != nil || c.Tag == 3 {
 		t.Fatalf("took over a live claim: %v %v", c, err)
 	}
 }
@@ -199,12 +254,12 @@ func TestTakeoverLostRaceMovesOn(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv.cs.PrependReactor("delete", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
-		return true, nil, apierrors.NewConflict(schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}, LeaseName(7), errors.New("raced"))
+		return true, nil, apierrors.NewConflict(schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}, LeaseName(3), errors.New("raced"))
 	})
 	srv.set(now.Add(time.Minute))
 	c, err := srv.alloc().Acquire(context.Background(), "new", time.Minute, nil)
-	if err != nil || c.Tag != 11 {
-		t.Fatalf("after losing the race for 7 want 11, got %v %v", c, err)
+	if err != nil || c.Tag != 5 {
+		t.Fatalf("after losing the race for 3 want 5, got %v %v", c, err)
 	}
 }
 

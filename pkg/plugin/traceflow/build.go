@@ -12,6 +12,11 @@ import (
 const (
 	LabelManagedBy = "app.kubernetes.io/managed-by"
 	ManagedBy      = "kubectl-traceflow"
+	// TagAnnotation carries a helper-mode trace's dataplane tag on its
+	// Traceflow object, where status.dataplaneTag never does: Antrea's
+	// agents trace any Traceflow whose status is Running with a tag, and
+	// read no annotation.
+	TagAnnotation = "traceflow.kubectl-traceflow.io/dataplane-tag"
 )
 
 // Protocol is the transport protocol of the probe.
