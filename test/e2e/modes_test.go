@@ -64,6 +64,9 @@ var holdsIn = map[string][]string{
 	"TestAntreaNativePolicies":    antreaOnly,
 	"TestAntreaOtherDestinations": antreaOnly,
 	"TestAntreaLive":              antreaOnly,
+	// Helper mode next to Antrea (issue 14, done-when 3).
+	"TestAntreaHelperNextToAntreaTrace":     antreaOnly,
+	"TestAntreaHelperWithControllerStopped": antreaOnly,
 	// The network, with real traffic.
 	"TestTrafficWithinAndAcrossNodes":          everyMode,
 	"TestTrafficHairpinThroughService":         everyMode,

@@ -176,6 +176,8 @@ up() {
   fi
   if [ -d "$S" ] && healthy; then
     log "lab already up (CNI $CNI); refreshing images and lab binaries"
+    # A test that stopped Antrea's controller and was killed before its cleanup.
+    if [ "$CNI" = antrea ]; then antrea_controller_start; fi
     images
     for i in $(seq 1 "$NODES"); do import_images "$(node_name "$i")"; done
     cp "$root/bin/lab/lab-cni" "$S/cni-bin/.lab-cni" && mv "$S/cni-bin/.lab-cni" "$S/cni-bin/lab-cni"
@@ -318,7 +320,9 @@ status() {
   local c ok=0
   echo "  CNI: $CNI"
   for c in $(components); do
-    if alive "$c"; then printf '  %-34s running (pid %s)\n' "$c" "$(cat "$S/pids/$c.pid")"
+    if [ "$c" = antrea-controller ] && antrea_controller_stopped; then
+      printf '  %-34s STOPPED (pid %s; lab.sh antrea-controller start)\n' "$c" "$(cat "$S/pids/$c.pid")"; ok=1
+    elif alive "$c"; then printf '  %-34s running (pid %s)\n' "$c" "$(cat "$S/pids/$c.pid")"
     else printf '  %-34s NOT RUNNING\n' "$c"; ok=1; fi
   done
   if kc get --raw /readyz >/dev/null 2>&1; then kc get nodes -o wide; else echo "  apiserver not ready"; ok=1; fi
@@ -342,10 +346,17 @@ case "${1:-}" in
   down) lock; down ;;
   status) status ;;
   exec) shift; n=$1; shift; in_node "$n" "$@" ;;
+  antrea-controller)
+    [ "$CNI" = antrea ] || die "antrea-controller: the lab runs CNI $CNI, not antrea"
+    case "${2:-}" in
+      stop) lock; antrea_controller_stop ;;
+      start) lock; antrea_controller_start ;;
+      *) echo "usage: $0 antrea-controller stop|start" >&2; exit 2 ;;
+    esac ;;
   images)
     lock
     { [ -d "$S" ] && healthy; } || die "the lab is not up: make lab-up"
     build; images
     for i in $(seq 1 "$NODES"); do import_images "$(node_name "$i")"; done ;;
-  *) echo "usage: $0 up|down|status|exec NODE CMD...|images" >&2; exit 2 ;;
+  *) echo "usage: $0 up|down|status|exec NODE CMD...|images|antrea-controller stop|start" >&2; exit 2 ;;
 esac
