@@ -5,8 +5,11 @@ import (
 	"context"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/dscp"
 )
 
 // TestMain lets integration tests run this binary as the helper: with
@@ -94,5 +97,25 @@ func TestInjectOnStdinRefusesWithoutGo(t *testing.T) {
 		"--ovs-rundir", t.TempDir()}, strings.NewReader(""), &out, &errb)
 	if code != 4 || !strings.Contains(out.String(), `"type":"error"`) || !strings.Contains(out.String(), "not injecting") {
 		t.Fatalf("exit %d, stdout %q", code, out.String())
+	}
+}
+
+// Without --tag, trace draws its tag from the helper's pool: 256 draws
+// (a byte's worth) give only pool values, and more than one of them.
+func TestDefaultTagFromThePool(t *testing.T) {
+	seen := map[uint8]bool{}
+	for range 256 {
+		o := newOptions("trace", io.Discard)
+		if err := o.parse([]string{"--in-port", "p", "--destination", "10.0.0.1"}); err != nil {
+			t.Fatal(err)
+		}
+		tag := uint8(o.tag) //nolint:gosec // checked <= 63 by parse
+		if !slices.Contains(dscp.Pool(), tag) {
+			t.Fatalf("default tag %d is not in the helper's pool %v", tag, dscp.Pool())
+		}
+		seen[tag] = true
+	}
+	if len(seen) < 2 {
+		t.Errorf("256 default tags were all %v", seen)
 	}
 }

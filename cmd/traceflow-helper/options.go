@@ -12,6 +12,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/dscp"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/engine"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/probe"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/report"
@@ -55,7 +56,7 @@ func newOptions(mode string, stderr io.Writer) *options {
 		fs.UintVar(&o.tag, "tag", 0, "the probe's DSCP tag, 1..63 (required)")
 		return o
 	}
-	fs.UintVar(&o.tag, "tag", 0, "the probe's DSCP tag, 1..63 (default: random)")
+	fs.UintVar(&o.tag, "tag", 0, "the probe's DSCP tag, 1..63 (default: random, from the helper's pool, none of Antrea's tags nor a code point real traffic uses)")
 	fs.StringVar(&o.sourcePod, "source-pod", "", "inject at this pod's port: NAMESPACE/NAME (Antrea pod-namespace/pod-name or OVN-Kubernetes iface-id)")
 	fs.StringVar(&o.inPort, "in-port", "", "inject at this OVS port (instead of --source-pod)")
 	fs.StringVar(&o.dest, "destination", "", "destination IP (IPv4 or IPv6, required)")
@@ -89,9 +90,7 @@ func (o *options) parse(args []string) error {
 		return errors.New("--tag is required: the tag the sender's probe carries")
 	}
 	if o.mode == "trace" && o.tag == 0 {
-		var b [1]byte
-		_, _ = rand.Read(b[:])
-		o.tag = uint(b[0]%63) + 1
+		o.tag = uint(randomTag())
 	}
 	if o.tag > 63 {
 		return fmt.Errorf("--tag %d out of range 1..63 (a DSCP value)", o.tag)
@@ -100,6 +99,15 @@ func (o *options) parse(args []string) error {
 		return fmt.Errorf("--mark %#x out of range 1..%#x (an IPv6 flow label)", o.mark, probe.MaxMark)
 	}
 	return nil
+}
+
+// randomTag is a tag from the helper's pool (dscp.Pool): never one an Antrea
+// trace may carry at the same time, nor a code point real traffic uses.
+func randomTag() uint8 {
+	p := dscp.Pool()
+	var b [1]byte
+	_, _ = rand.Read(b[:])
+	return p[int(b[0])%len(p)]
 }
 
 func (o *options) common(out *report.Writer, logf func(string, ...any)) engine.Common {

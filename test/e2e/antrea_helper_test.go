@@ -37,7 +37,7 @@ const antreaTraceflowCategory = 7
 func antreaTraceflowFlows(node string) (string, error) {
 	out, err := exec.Command(labScript(), "exec", node, "ovs-ofctl", "-O", "OpenFlow15", "dump-flows", "br-int").CombinedOutput()
 	if err != nil {
-		return "", fmt.Errorf("dump-flows on %s: %v\n%s", node, err, out)
+		return "", fmt.Errorf("dump-flows on %s: %w\n%s", node, err, out)
 	}
 	var flows []string
 	for _, l := range strings.Split(string(out), "\n") {
@@ -47,7 +47,7 @@ func antreaTraceflowFlows(node string) (string, error) {
 		}
 		c, err := strconv.ParseUint(strings.TrimPrefix(strings.SplitN(rest, ",", 2)[0], "0x"), 16, 64)
 		if err != nil {
-			return "", fmt.Errorf("dump-flows on %s: cookie of %q: %v", node, l, err)
+			return "", fmt.Errorf("dump-flows on %s: cookie of %q: %w", node, l, err)
 		}
 		if c>>48 != 0x7466 && (c>>40)&0xff == antreaTraceflowCategory {
 			flows = append(flows, strings.TrimSpace(l))
@@ -159,7 +159,7 @@ func TestAntreaHelperNextToAntreaTrace(t *testing.T) {
 		select {
 		case err := <-liveDone:
 			liveDone <- err
-			return fmt.Errorf("the Antrea trace ended early: %v\n%s%s", err, liveErr.String(), liveOut.String())
+			return fmt.Errorf("the Antrea trace ended early: %w\n%s%s", err, liveErr.String(), liveOut.String())
 		default:
 		}
 		flows, err := antreaTraceflowFlows(n1)

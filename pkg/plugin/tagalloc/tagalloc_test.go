@@ -18,6 +18,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
+
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/dscp"
 )
 
 var t0 = time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
@@ -94,47 +96,15 @@ func newAlloc(cs *fake.Clientset, now time.Time) *Allocator {
 		ServerNow: func(context.Context) (time.Time, error) { return now, nil }}
 }
 
-// The pool never meets Antrea's tags nor the code points real traffic
-// uses, holds only DSCP values, and is exactly what is left of pools 2 and
-// 3 after those (pool 1 is for standards assignment).
-func TestPoolIsDisjointFromAntreaAndTraffic(t *testing.T) {
-	p := Pool()
-	antrea := map[uint8]bool{}
+// The allocator's pool is the helper's DSCP pool, disjoint from Antrea's.
+func TestPoolIsTheHelpersDSCPPool(t *testing.T) {
+	if !slices.Equal(Pool(), dscp.Pool()) || len(Pool()) != 16 {
+		t.Fatalf("pool %v, want dscp.Pool() %v", Pool(), dscp.Pool())
+	}
 	for _, tag := range AntreaPool() {
-		antrea[tag] = true
-	}
-	if len(antrea) != 14 || !antrea[7] || !antrea[59] || antrea[3] || antrea[63] {
-		t.Fatalf("Antrea's pool %v, want 7..59 step 4", AntreaPool())
-	}
-	traffic := map[uint8]bool{}
-	for _, c := range TrafficCodePoints {
-		traffic[c] = true
-	}
-	for _, c := range []uint8{0, 1, 44, 45, 46, 8, 16, 24, 32, 40, 48, 56, 10, 12, 14, 18, 20, 22, 26, 28, 30, 34, 36, 38} {
-		if !traffic[c] {
-			t.Errorf("code point %d missing from TrafficCodePoints", c)
+		if slices.Contains(Pool(), tag) {
+			t.Errorf("tag %d is in both pools", tag)
 		}
-	}
-	var want []uint8
-	for c := uint8(1); c <= 63; c++ {
-		if c&1 == 1 && !antrea[c] && !traffic[c] {
-			want = append(want, c)
-		}
-	}
-	if !slices.Equal(p, want) {
-		t.Errorf("pool %v, want %v", p, want)
-	}
-	seen := map[uint8]bool{}
-	for _, tag := range p {
-		if tag == 0 || tag > 63 || antrea[tag] || traffic[tag] || seen[tag] {
-			t.Errorf("tag %d: zero, out of DSCP range, Antrea's, real traffic's or twice", tag)
-		}
-		seen[tag] = true
-	}
-	// Pool returns a copy: a caller cannot change what is allocated.
-	p[0] = 7
-	if Pool()[0] != 3 {
-		t.Error("Pool shares its backing array")
 	}
 }
 
