@@ -224,6 +224,12 @@ func TestTraceInterNodeDelivered(t *testing.T) {
 	if kept.Status.Phase != traceflow.PhaseSucceeded || len(kept.Status.Results) != 2 {
 		t.Errorf("kept record: phase %s, %d results", kept.Status.Phase, len(kept.Status.Results))
 	}
+	// Never a state Antrea's agents act on (Running with a tag): the stored
+	// status has no tag, the annotation carries it (issue 14).
+	if tag := fmt.Sprint(r.record.Status.DataplaneTag); kept.Status.DataplaneTag != 0 || kept.Annotations[traceflow.TagAnnotation] != tag {
+		t.Errorf("kept record: status.dataplaneTag %d, annotation %s=%q; want no status tag and the annotation %s",
+			kept.Status.DataplaneTag, traceflow.TagAnnotation, kept.Annotations[traceflow.TagAnnotation], tag)
+	}
 	assertNothingLeft(t, name)
 	mustKubectl(t, "delete", "traceflow", name)
 }
