@@ -231,7 +231,8 @@ func TestAntreaHelperNextToAntreaTrace(t *testing.T) {
 // Antrea's agents do nothing: neither agent logs any Traceflow work and no
 // Antrea Traceflow flow appears on either br-int, while it runs or after.
 // The trace itself agrees with real traffic, and its first line says the
-// record stays in the plugin.
+// record stays in the plugin. Resumed, the controller runs Antrea's traces
+// again.
 func TestAntreaHelperWithControllerStopped(t *testing.T) {
 	f := getTraceFixture(t)
 	noAntreaTraceflowFlows(t)
@@ -307,4 +308,12 @@ func TestAntreaHelperWithControllerStopped(t *testing.T) {
 			t.Errorf("%s's agent logged Traceflow work during the helper trace %s:\n%s", n.name, name, strings.Join(lines, "\n"))
 		}
 	}
+
+	// Resumed, the controller runs Antrea's traces again (it allocates
+	// their tags): the lab is as it was for the tests that follow.
+	if out, err := exec.Command(labScript(), "antrea-controller", "start").CombinedOutput(); err != nil {
+		t.Fatalf("lab.sh antrea-controller start: %v\n%s", err, out)
+	}
+	ar := agentTrace(t, "-n", f.ns, "a", "c", "--tcp", "80")
+	checkAgainstTraffic(t, ar, realTraffic(t, probe{f.ns, "a", "tcp", f.pods["c"].Status.PodIP, 80}), "")
 }
