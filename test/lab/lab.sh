@@ -10,6 +10,8 @@
 #   lab.sh status    what is running and which CNI (exit 0 when the whole lab is up)
 #   lab.sh exec NODE CMD...   run CMD in a node's network, mount and UTS namespaces
 #   lab.sh images    rebuild the images and import them into every running node
+#   lab.sh restart DAEMON   stop kube-apiserver or tf-node-N-ovs-vswitchd (lab mode) and
+#                    start it again as up did (idempotent; the fault tests use it)
 #
 # Each node is a network namespace plus a mount and UTS namespace (made with
 # unshare, entered with nsenter; `ip netns exec` would hide the cgroup tree)
@@ -125,6 +127,38 @@ start() {
 }
 
 alive() { local p; p=$(cat "$S/pids/$1.pid" 2>/dev/null) && kill -0 "$p" 2>/dev/null; }
+
+# stop_component NAME: SIGTERM the daemon (SIGCONT first: a stopped process
+# does not act on SIGTERM) and wait until it is gone.
+stop_component() {
+  local p
+  p=$(cat "$S/pids/$1.pid" 2>/dev/null) || return 0
+  kill -CONT "$p" 2>/dev/null || return 0
+  kill -TERM "$p" 2>/dev/null || return 0
+  poll "$1 to stop" 10 bash -c "! kill -0 $p" || { kill -KILL "$p" 2>/dev/null || true; poll "$1 to die" 5 bash -c "! kill -0 $p"; }
+}
+
+# restart NAME: stop one daemon, if it runs, and start it again as up
+# started it, then wait until it serves. Idempotent: a daemon that is not
+# running is just started. Only the daemons the fault tests restart.
+restart() {
+  local c=$1 i
+  case $c in
+    kube-apiserver)
+      stop_component "$c"
+      apiserver
+      poll kube-apiserver 60 kc get --raw /readyz || die "kube-apiserver not ready: see $S/logs/kube-apiserver.log" ;;
+    tf-node-*-ovs-vswitchd)
+      [ "$CNI" = lab ] || die "restart $c: only in lab mode (the other dataplanes' agents are not restarted with it)"
+      i=${c#tf-node-}; i=${i%-ovs-vswitchd}
+      [ -d "$S/nodes/$(node_name "$i")" ] || die "restart $c: no node $(node_name "$i")"
+      stop_component "$c"
+      node_vswitchd "$i"
+      node_vswitchd_restarted "$i" ;;
+    *) die "restart $c: want kube-apiserver or tf-node-N-ovs-vswitchd" ;;
+  esac
+  log "restarted $c (pid $(cat "$S/pids/$c.pid"))"
+}
 
 components() {
   echo etcd kube-apiserver kube-controller-manager kube-scheduler
@@ -353,10 +387,16 @@ case "${1:-}" in
       start) lock; antrea_controller_start ;;
       *) echo "usage: $0 antrea-controller stop|start" >&2; exit 2 ;;
     esac ;;
+  restart)
+    lock
+    [ $# -eq 2 ] || { echo "usage: $0 restart kube-apiserver|tf-node-N-ovs-vswitchd" >&2; exit 2; }
+    [ -d "$S" ] || die "the lab is not up: make lab-up"
+    K8S_BIN=$("$here/build-k8s.sh")
+    restart "$2" ;;
   images)
     lock
     { [ -d "$S" ] && healthy; } || die "the lab is not up: make lab-up"
     build; images
     for i in $(seq 1 "$NODES"); do import_images "$(node_name "$i")"; done ;;
-  *) echo "usage: $0 up|down|status|exec NODE CMD...|images|antrea-controller stop|start" >&2; exit 2 ;;
+  *) echo "usage: $0 up|down|status|exec NODE CMD...|images|antrea-controller stop|start|restart DAEMON" >&2; exit 2 ;;
 esac

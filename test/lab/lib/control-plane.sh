@@ -65,6 +65,17 @@ pki() {
 
 # ---------------------------------------------------------------- control plane
 control_plane() {
+  start etcd - etcd --name tflab --data-dir "$S/etcd" \
+    --listen-client-urls "http://127.0.0.1:$ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
+    --listen-peer-urls http://127.0.0.1:12380 --initial-advertise-peer-urls http://127.0.0.1:12380 \
+    --initial-cluster tflab=http://127.0.0.1:12380 \
+    --experimental-watch-progress-notify-interval=250ms
+  apiserver
+}
+
+# apiserver: start kube-apiserver (also how `lab.sh restart kube-apiserver`
+# starts it again, with the same flags).
+apiserver() {
   local aggregation=()
   if [ "$CNI" = antrea ]; then
     # Antrea's APIServices (and its webhooks) are reached at the endpoints of
@@ -76,11 +87,6 @@ control_plane() {
       --proxy-client-cert-file="$S/pki/front-proxy-client.crt" --proxy-client-key-file="$S/pki/front-proxy-client.key"
       --enable-aggregator-routing=true)
   fi
-  start etcd - etcd --name tflab --data-dir "$S/etcd" \
-    --listen-client-urls "http://127.0.0.1:$ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
-    --listen-peer-urls http://127.0.0.1:12380 --initial-advertise-peer-urls http://127.0.0.1:12380 \
-    --initial-cluster tflab=http://127.0.0.1:12380 \
-    --experimental-watch-progress-notify-interval=250ms
   start kube-apiserver - "$K8S_BIN/kube-apiserver" \
     --etcd-servers="http://127.0.0.1:$ETCD_PORT" \
     --bind-address="$HOST_IP" --advertise-address="$HOST_IP" --secure-port=6443 \

@@ -63,9 +63,7 @@ node_ovs() {
     --pidfile=/run/openvswitch/ovsdb-server.pid --log-file="$S/logs/$n-ovsdb-server.ovs.log"
   poll "$n ovsdb-server" 10 test -S "$nd/root/run/openvswitch/db.sock"
   in_node "$n" ovs-vsctl --no-wait init
-  start "$n-ovs-vswitchd" "$n" ovs-vswitchd unix:/run/openvswitch/db.sock \
-    --pidfile=/run/openvswitch/ovs-vswitchd.pid --log-file="$S/logs/$n-ovs-vswitchd.ovs.log"
-  poll "$n ovs-vswitchd" 10 test -e "$nd/root/run/openvswitch/ovs-vswitchd.pid"
+  node_vswitchd "$i"
   in_node "$n" bash -ec "
     ovs-vsctl --timeout=10 -- add-br br-phy -- set Bridge br-phy datapath_type=netdev \
       other_config:hwaddr=$(ip_mac "$ip") -- add-port br-phy eth0
@@ -92,6 +90,37 @@ node_ovs() {
     ovn) ovn_node "$i" ;;
     antrea) antrea_node_ovs "$i"; node_tnl_neigh "$i" ;;
   esac
+}
+
+# node_vswitchd I: start the node's ovs-vswitchd (also how `lab.sh restart`
+# starts it again).
+node_vswitchd() {
+  local i=$1 n nd
+  n=$(node_name "$i") nd=$S/nodes/$(node_name "$i")
+  start "$n-ovs-vswitchd" "$n" ovs-vswitchd unix:/run/openvswitch/db.sock \
+    --pidfile=/run/openvswitch/ovs-vswitchd.pid --log-file="$S/logs/$n-ovs-vswitchd.ovs.log"
+  poll "$n ovs-vswitchd" 10 test -e "$nd/root/run/openvswitch/ovs-vswitchd.pid"
+}
+
+# node_vswitchd_restarted I (lab mode): a new ovs-vswitchd made the
+# bridges' internal ports (br-phy, antrea-gw0) afresh, without their
+# addresses and routes, and with no flows: put back what node_ovs set, and
+# restart the lab agent, which installs its pipeline when it starts.
+node_vswitchd_restarted() {
+  local i=$1 n ip
+  n=$(node_name "$i") ip=$(node_ip "$i")
+  poll "$n's bridge ports" 10 in_node "$n" bash -ec "
+    for p in eth0 antrea-tun0 antrea-gw0; do [ \"\$(ovs-vsctl --timeout=5 get Interface \$p ofport)\" -gt 0 ]; done
+    ip link show br-phy && ip link show antrea-gw0"
+  in_node "$n" bash -ec "
+    ip addr replace $ip/24 dev br-phy
+    ip link set br-phy up
+    ip link set antrea-gw0 mtu 1450 up
+    ip addr replace 10.244.$i.1/24 dev antrea-gw0
+    ip route replace $POD_RANGE dev antrea-gw0
+    ip route replace $SVC_RANGE dev antrea-gw0"
+  stop_component "$n-lab-agent"
+  node_agent "$i"
 }
 
 # node_tnl_neigh I: userspace Geneve drops the first packet to a peer while it
