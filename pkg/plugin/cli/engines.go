@@ -9,6 +9,7 @@ import (
 	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -95,6 +96,10 @@ func (o *TraceOptions) trace(ctx context.Context, c *Clients, res *resolve.Resul
 		Version: version.Version,
 		// Agent mode gets policy names from Antrea; helper mode works them out.
 		ExplainDrop: policyExplainer(c.Kube, res),
+		NodeLease: func(ctx context.Context, node string) (*coordinationv1.Lease, error) {
+			return c.Kube.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, node, metav1.GetOptions{})
+		},
+		ServerNow: c.ServerNow,
 	}
 	if facts.CRDServed {
 		r.InUse = antreaTags(c.Traceflows)

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/watch"
@@ -77,6 +78,12 @@ type Runner struct {
 	// SettleWait bounds the wait for stopped helpers to say their flows
 	// are gone (0: settleWait).
 	SettleWait time.Duration
+	// NodeLease reads a node's Lease in kube-node-lease, the kubelet's
+	// heartbeat, and ServerNow is the API server's clock to judge its age
+	// by (Now when it has none yet). A nil NodeLease skips the check that
+	// a helper's node has a running kubelet (nodelease.go).
+	NodeLease func(ctx context.Context, node string) (*coordinationv1.Lease, error)
+	ServerNow func() (time.Time, bool)
 }
 
 // Outcome is how a trace ended.
@@ -166,7 +173,8 @@ func (r *Runner) Run(ctx context.Context, cfg Config, plan Plan) (out Outcome, e
 	}
 	defer events.Stop()
 
-	t := &tracer{r: r, cfg: cfg, plan: plan, tag: claim.Tag, mark: newMark(), rec: rec, life: life, pods: pods, lines: make(chan lineMsg, 16), helpers: map[string]*helper{}}
+	t := &tracer{r: r, cfg: cfg, plan: plan, tag: claim.Tag, mark: newMark(), rec: rec, life: life, pods: pods, lines: make(chan lineMsg, 16), helpers: map[string]*helper{},
+		nodeWatches: map[string]context.CancelFunc{}, nodesDown: make(chan nodeDown)}
 	t.goR, t.goW = io.Pipe()
 	defer func() {
 		c, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupBudget+settleWait)
@@ -260,6 +268,10 @@ type tracer struct {
 	goW       *io.PipeWriter
 	goSent    bool
 	attaching bool
+	// nodeWatches stop the watch on each node's kubelet; nodesDown says
+	// which node's kubelet has stopped.
+	nodeWatches map[string]context.CancelFunc
+	nodesDown   chan nodeDown
 }
 
 func (t *tracer) newHelper(node string, role helperpod.Role) *helper {
@@ -288,6 +300,7 @@ func (t *tracer) create(ctx context.Context, h *helper, role helperpod.Role) err
 		return apiFailure(err, "create", "pods", t.cfg.Namespace)
 	}
 	h.created, h.waiting = true, "scheduled"
+	t.startNodeWatch(ctx, h.node)
 	t.r.Emit(outcome.HelperWaiting{At: outcome.At{Time: t.r.Now()}, Node: h.node, Role: h.role, Reason: h.waiting})
 	return nil
 }
@@ -336,6 +349,10 @@ func (t *tracer) loop(ctx context.Context, pods, events watch.Interface) ending 
 			}
 		case m := <-t.lines:
 			if end := t.onLine(ctx, m); end != nil {
+				return *end
+			}
+		case d := <-t.nodesDown:
+			if end := t.onNodeDown(d); end != nil {
 				return *end
 			}
 		}
@@ -410,6 +427,7 @@ func (t *tracer) containerStarted(ctx context.Context, h *helper) {
 		return
 	}
 	h.streaming = true
+	t.stopNodeWatch(h.node)
 	go t.follow(t.life, t.cfg.Namespace, h.pod)
 	if h == t.sender && t.parallel && !t.attaching {
 		t.attaching = true

@@ -103,6 +103,9 @@ func ClusterRules() []rbacv1.PolicyRule {
 		// The trace record (agent mode, or our CRD in helper mode).
 		{APIGroups: []string{traceflow.Group}, Resources: []string{"traceflows"}, Verbs: []string{"get", "list", "watch", "create", "delete"}},
 		{APIGroups: []string{traceflow.Group}, Resources: []string{"traceflows/status"}, Verbs: []string{"get", "update"}},
+		// Does a helper's node still run its kubelet? Its heartbeat, the
+		// node's Lease in kube-node-lease (the check is skipped without it).
+		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get"}},
 		// Is the served Traceflow CRD ours? (Else the record stays in the plugin.)
 		{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions"},
 			ResourceNames: []string{traceflow.CRDName}, Verbs: []string{"get"}},

@@ -1,0 +1,133 @@
+package helpermode
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+)
+
+// A stopped kubelet: the Node stays Ready for the node controller's grace
+// period (40 s or more), and a helper pod bound to it stays Pending with
+// nothing to say, until the trace's timeout. The kubelet's own heartbeat
+// says it sooner: it renews its Lease in kube-node-lease every quarter of
+// the Lease's duration (10 s of 40 s). The rule: a node whose Lease was
+// last renewed more than half its duration ago (two renewals missed), by
+// the API server's clock, has no running kubelet, and a helper pod that
+// has not started there never will.
+
+// staleFraction is the part of the Lease's duration after which an
+// unrenewed Lease means the kubelet has stopped.
+const staleFraction = 2
+
+// defaultNodeLeaseDuration is the kubelet's default, for a Lease that
+// says none.
+const defaultNodeLeaseDuration = 40 * time.Second
+
+// recheckAfter is when to read a Lease again that could not be read (the
+// API server briefly away): the kubelet's renewal period.
+const recheckAfter = 10 * time.Second
+
+// leaseVerdict says whether lease is stale at serverNow and, if not, how
+// long until it would be.
+func leaseVerdict(l *coordinationv1.Lease, serverNow time.Time) (age time.Duration, stale bool, until time.Duration) {
+	dur := defaultNodeLeaseDuration
+	if l.Spec.LeaseDurationSeconds != nil && *l.Spec.LeaseDurationSeconds > 0 {
+		dur = time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second
+	}
+	limit := dur / staleFraction
+	if l.Spec.RenewTime == nil {
+		return 0, false, limit
+	}
+	age = serverNow.Sub(l.Spec.RenewTime.Time)
+	if age > limit {
+		return age, true, 0
+	}
+	return age, false, limit - age
+}
+
+// nodeDown is a watcher's word that a node's kubelet has stopped.
+type nodeDown struct {
+	node string
+	age  time.Duration
+}
+
+// watchNode reads node's Lease when it would go stale and says so on down
+// if it has; a Lease renewed meanwhile re-arms the check for the moment it
+// would go stale next. It stops when ctx ends, or when the Lease cannot be
+// read for want of rights or because the node has none.
+func (t *tracer) watchNode(ctx context.Context, node string, down chan<- nodeDown) {
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+		}
+		l, err := t.r.NodeLease(ctx, node)
+		switch {
+		case apierrors.IsForbidden(err) || apierrors.IsNotFound(err):
+			return
+		case err != nil:
+			timer.Reset(recheckAfter)
+			continue
+		}
+		now := t.r.Now()
+		if t.r.ServerNow != nil {
+			if s, ok := t.r.ServerNow(); ok {
+				now = s
+			}
+		}
+		age, stale, until := leaseVerdict(l, now)
+		if stale {
+			select {
+			case down <- nodeDown{node: node, age: age}:
+			case <-ctx.Done():
+			}
+			return
+		}
+		// The server's clock is known to the second (its Date header):
+		// look a second after the moment.
+		timer.Reset(until + time.Second)
+	}
+}
+
+// startNodeWatch starts watching the kubelet of node, once per node, while
+// a helper there has not started.
+func (t *tracer) startNodeWatch(ctx context.Context, node string) {
+	if t.r.NodeLease == nil || t.nodeWatches[node] != nil {
+		return
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	t.nodeWatches[node] = cancel
+	go t.watchNode(wctx, node, t.nodesDown)
+}
+
+// stopNodeWatch stops watching node's kubelet once every helper there has
+// started: their reports say the rest.
+func (t *tracer) stopNodeWatch(node string) {
+	cancel := t.nodeWatches[node]
+	if cancel == nil {
+		return
+	}
+	for _, h := range t.helpers {
+		if h.node == node && h.created && !h.streaming {
+			return
+		}
+	}
+	cancel()
+}
+
+// onNodeDown ends the trace when a helper on the node has not started.
+func (t *tracer) onNodeDown(d nodeDown) *ending {
+	for _, h := range t.sortedHelpers() {
+		if h.node == d.node && h.created && !h.streaming && !h.ended {
+			return t.fail(h, fmt.Sprintf("its pod cannot start: the node's kubelet has not renewed its Lease kube-node-lease/%s for %s by the API server's clock (a running kubelet renews it every %s), though the Node may still look Ready: check the kubelet on %s",
+				d.node, d.age.Round(time.Second), defaultNodeLeaseDuration/4, d.node))
+		}
+	}
+	return nil
+}
