@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/report"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/exitcode"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/outcome"
 )
 
@@ -31,6 +32,10 @@ func (t *tracer) onLine(ctx context.Context, m lineMsg) *ending {
 		return t.fail(h, fmt.Sprintf("cannot attach to it to say when to inject: %v (the plugin needs create on pods/attach in namespace %s)", m.attachErr, t.cfg.Namespace))
 	case m.eof != nil:
 		h.ended = true
+		if h.result == nil && !errors.Is(m.eof, io.EOF) && serverAway(m.eof) {
+			msg := fmt.Sprintf("helper on node %s: its log stream through the API server broke (%v) before it reported (the API server restarted or is unreachable?): the plugin removes the trace's helper pods, tag claim and record once it answers again (within 30 s); run the trace again", h.node, m.eof)
+			return &ending{verdict: outcome.Failed, reason: msg, apiAway: true, err: exitcode.Errorf(exitcode.Setup, "%s", msg)}
+		}
 		if h.result == nil {
 			why := "its output ended without a result"
 			if !errors.Is(m.eof, io.EOF) {

@@ -111,8 +111,17 @@ const cleanupBudget = 5 * time.Second
 func (r *Runner) Run(ctx context.Context, cfg Config, plan Plan) (out Outcome, err error) {
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout+startupBudget)
 	defer cancel()
+	// apiAway: the trace ended because the API server went away; the
+	// cleanup then waits for it to come back (apiaway.go).
+	apiAway := false
+	budget := func() time.Duration {
+		if apiAway {
+			return apiAwayBudget
+		}
+		return cleanupBudget
+	}
 	cleanupCtx := func() (context.Context, context.CancelFunc) {
-		return context.WithTimeout(context.WithoutCancel(ctx), cleanupBudget)
+		return context.WithTimeout(context.WithoutCancel(ctx), budget())
 	}
 
 	inUse := map[uint8]bool{}
@@ -131,7 +140,7 @@ func (r *Runner) Run(ctx context.Context, cfg Config, plan Plan) (out Outcome, e
 	defer func() {
 		c, cancel := cleanupCtx()
 		defer cancel()
-		err = errors.Join(err, claim.Release(c))
+		err = errors.Join(err, whileAway(c, claim.Release))
 	}()
 	out.Tag = claim.Tag
 	holdCtx, stopHold := context.WithCancel(ctx)
@@ -151,7 +160,7 @@ func (r *Runner) Run(ctx context.Context, cfg Config, plan Plan) (out Outcome, e
 	defer func() {
 		c, cancel := cleanupCtx()
 		defer cancel()
-		if cerr := rec.cleanup(c); cerr != nil {
+		if cerr := whileAway(c, rec.cleanup); cerr != nil {
 			r.warn("the trace record %s could not be deleted (%v): run `kubectl traceflow cleanup`", rec.tf.Name, recordProblem(cerr, "delete", "traceflows"))
 		}
 	}()
@@ -177,13 +186,14 @@ func (r *Runner) Run(ctx context.Context, cfg Config, plan Plan) (out Outcome, e
 		nodeWatches: map[string]context.CancelFunc{}, nodesDown: make(chan nodeDown)}
 	t.goR, t.goW = io.Pipe()
 	defer func() {
-		c, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupBudget+settleWait)
+		c, cancel := context.WithTimeout(context.WithoutCancel(ctx), budget()+settleWait)
 		defer cancel()
 		if serr := t.settle(c); serr != nil {
 			err = errors.Join(err, serr)
 		}
 	}()
 	end := t.loop(ctx, pods, events)
+	apiAway = end.apiAway
 	out.Verdict, out.Reason, out.Decided, err = end.verdict, end.reason, end.decided, end.err
 	out.Results = rec.results()
 	if ferr := rec.finish(ctx, out.Verdict, out.Reason); ferr != nil {
@@ -230,6 +240,8 @@ type ending struct {
 	err     error
 	// decided is the hop that decided the verdict, if one did.
 	decided *outcome.Hop
+	// apiAway: the trace ended because the API server went away.
+	apiAway bool
 }
 
 type lineMsg struct {
@@ -334,7 +346,8 @@ func (t *tracer) loop(ctx context.Context, pods, events watch.Interface) ending 
 			return ending{verdict: outcome.Incomplete, reason: "interrupted", err: exitcode.Errorf(exitcode.Timeout, "trace interrupted before it completed; its helper pods and tag were removed")}
 		case e, ok := <-pods.ResultChan():
 			if !ok {
-				return ending{verdict: outcome.Failed, reason: "pod watch closed", err: exitcode.Errorf(exitcode.Setup, "the API server closed the watch on helper pods: run the trace again")}
+				return ending{verdict: outcome.Failed, reason: "pod watch closed", apiAway: true,
+					err: exitcode.Errorf(exitcode.Setup, "the API server closed the watch on helper pods (restarted or unreachable?): the plugin removes the trace's helper pods, tag claim and record once it answers again (within 30 s); run the trace again")}
 			}
 			if end := t.onPod(ctx, e); end != nil {
 				return *end

@@ -33,13 +33,13 @@ func (t *tracer) settle(ctx context.Context) error {
 	// inject.
 	_ = t.goW.Close()
 	if len(t.unsettled()) > 0 {
-		if err := t.r.Cluster.StopPods(ctx, t.cfg.Namespace, t.plan.Trace); err != nil {
+		if err := whileAway(ctx, func(c context.Context) error { return t.r.Cluster.StopPods(c, t.cfg.Namespace, t.plan.Trace) }); err != nil {
 			t.r.warn("could not stop the helper pods (%v): deleting them at once", err)
 		} else {
 			t.waitSettled(ctx)
 		}
 	}
-	err := t.r.Cluster.DeletePods(ctx, t.cfg.Namespace, t.plan.Trace)
+	err := whileAway(ctx, func(c context.Context) error { return t.r.Cluster.DeletePods(c, t.cfg.Namespace, t.plan.Trace) })
 	for _, h := range t.sortedHelpers() {
 		if msg := h.leftover(t.cfg.Bridge); msg != "" {
 			t.r.warn("helper on node %s %s", h.node, msg)
