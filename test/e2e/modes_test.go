@@ -128,6 +128,11 @@ var holdsIn = map[string][]string{
 	// The fault campaign (issue 15).
 	"TestFaultCleanupWhileAnotherTraceRuns": labOnly,
 	"TestFaultRBACVerbMissing":              labOnly,
+	"TestFaultAPIServerRestarted":           labOnly,
+	"TestFaultOVSRestartedOnReceiver":       labOnly,
+	"TestFaultKubeletStoppedOnReceiver":     labOnly,
+	"TestFaultHelperImageMissingOnOneNode":  labOnly,
+	"TestFaultTagPoolPlusFive":              labOnly,
 }
 
 // labMode is the mode this run brings the lab up in.

@@ -1,0 +1,236 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/tagalloc"
+)
+
+// Rows 1 to 4 and 6 of issue 15's fault campaign: a daemon of the cluster
+// goes away mid-trace, an image is missing, the tag pool runs out.
+
+// labSh runs test/lab/lab.sh with args and fails the test if it fails.
+func labSh(t testing.TB, args ...string) {
+	t.Helper()
+	start := time.Now()
+	out, err := exec.Command(labScript(), args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("lab.sh %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	t.Logf("lab.sh %s: %s", strings.Join(args, " "), time.Since(start).Round(time.Millisecond))
+}
+
+// finish reads the rest of a started trace's output and returns it with
+// the plugin's exit code.
+func finish(cmd *exec.Cmd, lines <-chan string, seen ...string) (string, int) {
+	all := append([]string(nil), seen...)
+	for l := range lines {
+		all = append(all, l)
+	}
+	return strings.Join(all, "\n"), cmd.ProcessState.ExitCode()
+}
+
+// nothingLeftAnywhere: no helper pod, claim or unkept record of any trace
+// in the cluster, no helper on a kubelet, no trace flow on a node (the
+// lab is ours under the lock; a fault row may end before its trace is
+// remembered, so this does not narrow to remembered traces).
+func nothingLeftAnywhere(t testing.TB, within time.Duration) {
+	t.Helper()
+	eventually(t, within, "nothing left", func() error {
+		if p := helperPods(t); p != "" {
+			return fmt.Errorf("helper pods: %s", p)
+		}
+		if l := managedLeases(t); l != "" {
+			return fmt.Errorf("claims: %s", l)
+		}
+		if r := strings.TrimSpace(mustKubectl(t, "get", "traceflows", "-A", "-l=app.kubernetes.io/managed-by=kubectl-traceflow", "-o", "name")); r != "" {
+			return fmt.Errorf("records: %s", r)
+		}
+		return helpersAndFlowsGone(t)
+	})
+	assertNothingLeft(t)
+}
+
+// verdictOrFailure checks a trace that met a fault: either a verdict that
+// real traffic confirms, or exit 4 whose message holds every one of want.
+func verdictOrFailure(t testing.TB, out string, code int, real outcome, want ...string) {
+	t.Helper()
+	switch code {
+	case 0, 2:
+		wantAction := verdictFor[real]
+		if !strings.Contains(out, "result="+string(wantAction)) {
+			t.Errorf("exit %d: real traffic was %s, so the verdict must be %s:\n%s", code, real, wantAction, out)
+		}
+		t.Logf("the trace ended with a verdict (exit %d)", code)
+	case 4:
+		for _, w := range want {
+			if !strings.Contains(out, w) {
+				t.Errorf("exit 4 without %q:\n%s", w, out)
+			}
+		}
+		t.Logf("the trace failed (exit 4)")
+	default:
+		t.Errorf("exit %d; want a verdict or 4:\n%s", code, out)
+	}
+}
+
+// Row 1: the API server restarted while the helpers start.
+func TestFaultAPIServerRestarted(t *testing.T) {
+	f := getTraceFixture(t)
+	cmd, lines := startTrace(t, "-n", f.ns, "a", "b", "--tcp", "80", "-o", "plain", "--timeout", "20s")
+	waitLine(t, lines, 60*time.Second, "waiting", "role=Receiver", "scheduled")
+	labSh(t, "restart", "kube-apiserver")
+	out, code := finish(cmd, lines)
+	real := realTraffic(t, probe{f.ns, "a", "tcp", f.pods["b"].Status.PodIP, 80})
+	verdictOrFailure(t, out, code, real, "API server")
+	// Flows of a helper that could not confirm expire with the trace's
+	// timeout.
+	nothingLeftAnywhere(t, 30*time.Second)
+}
+
+// Row 2: ovs-vswitchd restarted on the receiver's node while the helpers
+// start.
+func TestFaultOVSRestartedOnReceiver(t *testing.T) {
+	f := getTraceFixture(t)
+	node := labNodes[1].name
+	cmd, lines := startTrace(t, "-n", f.ns, "a", "b", "--tcp", "80", "-o", "plain", "--timeout", "10s")
+	waitLine(t, lines, 60*time.Second, "waiting", "role=Receiver", "scheduled")
+	labSh(t, "restart", node+"-ovs-vswitchd")
+	out, code := finish(cmd, lines)
+	// The node's dataplane is back: the pipeline reinstalled, traffic flows.
+	eventually(t, 30*time.Second, "traffic a -> b after the restart", func() error {
+		if r := realTraffic(t, probe{f.ns, "a", "tcp", f.pods["b"].Status.PodIP, 80}); r != served {
+			return fmt.Errorf("real traffic %s", r)
+		}
+		return nil
+	})
+	verdictOrFailure(t, out, code, served, node, "OVS")
+	nothingLeftAnywhere(t, 20*time.Second)
+}
+
+// Row 3: the receiver node's kubelet stopped (SIGSTOP: the Node stays
+// Ready for its grace period). The helper pod there never starts; the
+// trace fails naming the node well before its timeout, by the rule of
+// the kubelet's Lease (pkg/plugin/helpermode/nodelease.go).
+func TestFaultKubeletStoppedOnReceiver(t *testing.T) {
+	f := getTraceFixture(t)
+	node := labNodes[1].name
+	raw, err := os.ReadFile(filepath.Join(stateDir(), "pids", node+"-kubelet.pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(raw)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	stopped := true
+	resume := func() {
+		if stopped {
+			stopped = false
+			if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+				t.Errorf("SIGCONT the kubelet: %v", err)
+			}
+		}
+	}
+	t.Cleanup(resume)
+	const timeout = 40 * time.Second
+	start := time.Now()
+	r := runTrace(t, "-n", f.ns, "a", "b", "--tcp", "80", "--timeout", timeout.String())
+	took := time.Since(start)
+	ready := strings.TrimSpace(mustKubectl(t, "get", "node", node, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`))
+	resume()
+	t.Logf("failed after %s; Node %s Ready=%s when it did", took.Round(time.Millisecond), node, ready)
+	if r.code != 4 || !strings.Contains(r.stderr, "node "+node) || !strings.Contains(r.stderr, "kubelet") {
+		t.Errorf("exit %d; want 4 naming node %s and its kubelet:\n%s", r.code, node, r.stderr)
+	}
+	if took >= timeout {
+		t.Errorf("took %s, not before the trace's timeout %s", took, timeout)
+	}
+	nothingLeftAnywhere(t, 30*time.Second)
+}
+
+// Row 4: the helper image missing on the receiver's node; nothing to pull
+// it from. Exit 4 naming the node and the image, with how to build and
+// push one.
+func TestFaultHelperImageMissingOnOneNode(t *testing.T) {
+	f := getTraceFixture(t)
+	node := labNodes[1].name
+	raw, err := os.ReadFile(filepath.Join(stateDir(), "helper-image"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	image := strings.TrimSpace(string(raw))
+	repo, _, _ := strings.Cut(image, ":")
+	t.Cleanup(func() { labSh(t, "images") })
+	nodeExec(t, node, "ctr", "-n", "k8s.io", "images", "rm", image, repo+":latest")
+	if out := nodeExec(t, node, "ctr", "-n", "k8s.io", "images", "ls", "-q"); strings.Contains(out, repo) {
+		t.Fatalf("the helper image is still on %s:\n%s", node, out)
+	}
+	r := runTrace(t, "-n", f.ns, "a", "b", "--tcp", "80", "--helper-image", image)
+	for _, want := range []string{"node " + node, image, "docker build", "--helper-image REGISTRY/traceflow-helper:TAG"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("message lacks %q", want)
+		}
+	}
+	if r.code != 4 {
+		t.Errorf("exit %d, want 4", r.code)
+	}
+	nothingLeftAnywhere(t, 20*time.Second)
+}
+
+// Row 6: the tag pool's size plus five traces at once. Those that get no
+// tag fail at once and say why; every other one ends with the verdict
+// real traffic confirms, which traces sharing a tag would not (each would
+// count the other's probe, or remove its flows).
+func TestFaultTagPoolPlusFive(t *testing.T) {
+	f := getTraceFixture(t)
+	pool := tagalloc.Pool()
+	dsts := []string{"b", "c", "locked"}
+	n := len(pool) + 5
+	runs := make([]traceRun, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { runs[i] = runTrace(t, "-n", f.ns, "a", dsts[i%len(dsts)], "--tcp", "80", "--timeout", "30s") })
+	}
+	wg.Wait()
+	real := map[string]outcome{}
+	for _, d := range dsts {
+		real[d] = realTraffic(t, probe{f.ns, "a", "tcp", f.pods[d].Status.PodIP, 80})
+	}
+	ok, noTag := 0, 0
+	for i, r := range runs {
+		d := dsts[i%len(dsts)]
+		if r.code == 4 {
+			if !strings.Contains(r.stderr, tagalloc.ErrExhausted.Error()) || !strings.Contains(r.stderr, "wait for them to finish") {
+				t.Errorf("trace %d (a -> %s): exit 4 without saying the tags ran out:\n%s", i, d, r.stderr)
+			}
+			noTag++
+			continue
+		}
+		t.Run(fmt.Sprintf("%d-a-%s", i, d), func(t *testing.T) { checkAgainstTraffic(t, r, real[d], "") })
+		if tag := uint8(r.record.Status.DataplaneTag); !slices.Contains(pool, tag) { //nolint:gosec // a DSCP tag
+			t.Errorf("trace %d has tag %d, outside the pool %v", i, tag, pool)
+		}
+		ok++
+	}
+	t.Logf("%d traces for a pool of %d tags: %d with a verdict, %d without a tag", n, len(pool), ok, noTag)
+	if ok == 0 {
+		t.Error("no trace got a tag")
+	}
+	nothingLeftAnywhere(t, 30*time.Second)
+}
