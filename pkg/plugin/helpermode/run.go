@@ -469,7 +469,7 @@ func (t *tracer) onEvent(ctx context.Context, e watch.Event) *ending {
 	if runDir == "" {
 		runDir = helperpod.DefaultOVSRunDir
 	}
-	problem, waiting := eventProblem(ev.Reason, ev.Message, runDir)
+	problem, waiting := eventProblem(ev.Reason, ev.Message, runDir, t.cfg.Image)
 	if problem != "" {
 		return t.fail(h, problem)
 	}

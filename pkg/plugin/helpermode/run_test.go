@@ -254,6 +254,16 @@ func TestStartFailures(t *testing.T) {
 			f.event(p, "Pulling", "pulling image")
 			f.setState(p, corev1.PodPending, corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ErrImagePull", Message: "not found"}})
 		}, "(ErrImagePull: not found); to build and push one yourself: docker build -f images/helper/Dockerfile"},
+		{"image pull failed, said by the event first", func(f *fakeCluster, p *corev1.Pod) {
+			f.event(p, "Failed", `Failed to pull image "helper:test": failed to resolve reference: dial tcp: lookup ghcr.io: network is unreachable`)
+		}, "cannot pull the helper image helper:test: check --helper-image and that the node can reach its registry (Failed to pull image"},
+		{"image pull failed, hint after the event", func(f *fakeCluster, p *corev1.Pod) {
+			f.event(p, "Failed", `Failed to pull image "helper:test": not found`)
+		}, "; to build and push one yourself: docker build"},
+		{"helper error as the pod's termination message", func(f *fakeCluster, p *corev1.Pod) {
+			f.setState(p, corev1.PodFailed, corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1,
+				Message: `{"v":1,"type":"error","error":{"code":"setup","message":"no ovs-vswitchd control socket in /var/run/openvswitch"}}`}})
+		}, "helper pod failed: no ovs-vswitchd control socket in /var/run/openvswitch"},
 		{"no OVS on the node", func(f *fakeCluster, p *corev1.Pod) {
 			f.event(p, "FailedMount", `MountVolume.SetUp failed for volume "ovs-run" : hostPath type check failed: /var/run/openvswitch is not a directory`)
 		}, "no Open vSwitch run directory"},

@@ -115,6 +115,10 @@ func podProblem(p *corev1.Pod, image string) (problem, waiting string) {
 		for _, cs := range p.Status.ContainerStatuses {
 			if t := cs.State.Terminated; t != nil && t.Message != "" {
 				msg = strings.TrimSpace(t.Message)
+				// The helper's last report line, an error: its message.
+				if l, err := report.ParseLine([]byte(msg)); err == nil && l.Type == report.TypeError && l.Error != nil {
+					msg = l.Error.Message
+				}
 			}
 		}
 		return "helper pod failed: " + msg, ""
@@ -150,7 +154,7 @@ func started(p *corev1.Pod) bool {
 
 // eventProblem interprets an event about a helper pod: a message to show
 // while waiting, or a problem that ends the trace.
-func eventProblem(reason, message, ovsRunDir string) (problem, waiting string) {
+func eventProblem(reason, message, ovsRunDir, image string) (problem, waiting string) {
 	switch reason {
 	case "Pulling":
 		return "", "pulling image"
@@ -162,6 +166,11 @@ func eventProblem(reason, message, ovsRunDir string) (problem, waiting string) {
 		}
 		return "", "mounting " + ovsRunDir
 	case "Failed":
+		// The kubelet's event for a failed pull comes before the pod's
+		// status says ErrImagePull: it gets the same message and hint.
+		if strings.HasPrefix(message, "Failed to pull image") || message == "Error: ErrImagePull" || message == "Error: ImagePullBackOff" {
+			return fmt.Sprintf(fatalWaiting["ErrImagePull"], image) + " (" + message + "); " + BuildImageHint, ""
+		}
 		return "helper container failed: " + message, ""
 	}
 	return "", ""
