@@ -29,7 +29,7 @@ func labSh(t testing.TB, args ...string) {
 	if err != nil {
 		t.Fatalf("lab.sh %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
-	t.Logf("lab.sh %s: %s", strings.Join(args, " "), time.Since(start).Round(time.Millisecond))
+	t.Logf("lab.sh %s: %s\n%s", strings.Join(args, " "), time.Since(start).Round(time.Millisecond), out)
 }
 
 // finish reads the rest of a started trace's output and returns it with

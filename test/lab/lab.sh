@@ -131,11 +131,16 @@ alive() { local p; p=$(cat "$S/pids/$1.pid" 2>/dev/null) && kill -0 "$p" 2>/dev/
 # stop_component NAME: SIGTERM the daemon (SIGCONT first: a stopped process
 # does not act on SIGTERM) and wait until it is gone.
 stop_component() {
-  local p
+  local p t0=$SECONDS how=SIGTERM
   p=$(cat "$S/pids/$1.pid" 2>/dev/null) || return 0
   kill -CONT "$p" 2>/dev/null || return 0
   kill -TERM "$p" 2>/dev/null || return 0
-  poll "$1 to stop" 10 bash -c "! kill -0 $p" || { kill -KILL "$p" 2>/dev/null || true; poll "$1 to die" 5 bash -c "! kill -0 $p"; }
+  poll "$1 to stop" 10 bash -c "! kill -0 $p" || {
+    how=SIGKILL
+    kill -KILL "$p" 2>/dev/null || true
+    poll "$1 to die" 5 bash -c "! kill -0 $p"
+  }
+  log "stopped $1 (pid $p) by $how in $((SECONDS - t0))s"
 }
 
 # restart NAME: stop one daemon, if it runs, and start it again as up
