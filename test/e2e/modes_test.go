@@ -67,6 +67,8 @@ var holdsIn = map[string][]string{
 	// Helper mode next to Antrea (issue 14, done-when 3).
 	"TestAntreaHelperNextToAntreaTrace":     antreaOnly,
 	"TestAntreaHelperWithControllerStopped": antreaOnly,
+	// Helper mode on the real Antrea (issue 14).
+	"TestAntreaHelperClusterNetworkPolicy": antreaOnly,
 	// The network, with real traffic.
 	"TestTrafficWithinAndAcrossNodes":          everyMode,
 	"TestTrafficHairpinThroughService":         everyMode,
