@@ -98,7 +98,7 @@ func measureHelperFlows(t *testing.T, ns string, p probe) {
 	helper := filepath.Join(repoRoot(), "bin", "traceflow-helper")
 	out, err := exec.Command(labScript(), "exec", labNodes[0].name, helper, "trace", "--ovs-rundir", "/run/openvswitch",
 		"--bridge", "br-int", "--source-pod", ns+"/"+p.pod, "--destination", p.dst, "--tcp", fmt.Sprint(p.port),
-		"--tag", "62", "--timeout", "10s").Output()
+		"--tag", "63", "--timeout", "10s").Output()
 	var ee *exec.ExitError
 	if err != nil && !(errors.As(err, &ee) && ee.ExitCode() == 2) {
 		t.Fatalf("helper on %s: %v\n%s", labNodes[0].name, err, out)
