@@ -121,6 +121,10 @@ func (s *session) plan(ctx context.Context, p *path, from int, revalidate bool) 
 			return plan, err
 		}
 	}
+	for i, sibs := range plan.Siblings {
+		s.c.Logf("hop %d (%s): no flow's match could be compared with OVS's %q; all %d flows with its priority and cookie are copied",
+			i, s.names.NameHop(p.t.Hops[i]).Where, p.t.Hops[i].Match, len(sibs))
+	}
 	for i, why := range plan.Skipped {
 		s.c.Logf("hop %d (%s) is explained by OVS's trace only: %s", i, s.names.NameHop(p.t.Hops[i]).Where, why)
 	}
