@@ -61,6 +61,22 @@ type NodeResult struct {
 	Timestamp int64 `json:"timestamp,omitempty"`
 	// Observations are the hops on this node, in the order the packet took them.
 	Observations []Observation `json:"observations,omitempty"`
+	// TableHops are, where Observations summarise a helper's hops in
+	// Antrea's words (two or three a node, as Antrea's agent reports),
+	// every OpenFlow table the probe passed on the node, each with the
+	// observation the helper made there. Antrea's schema has no such field;
+	// the plugin prints it in -o json and -o yaml.
+	TableHops []TableHop `json:"tableHops,omitempty"`
+}
+
+// TableHop is one OpenFlow table the probe passed: the table, the flow
+// that matched it and its cookie, and the helper's observation there.
+type TableHop struct {
+	Table     int    `json:"table"`
+	TableName string `json:"tableName,omitempty"`
+	Flow      string `json:"flow,omitempty"`
+	Cookie    string `json:"cookie,omitempty"`
+	Observation
 }
 
 // Observation is one hop (crd.antrea.io/v1beta1 Traceflow status.results[].observations[]).

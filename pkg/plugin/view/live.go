@@ -109,16 +109,20 @@ func (l *Live) path(m *outcome.Model, fold bool) []string {
 	for i, n := range m.Nodes {
 		role := strings.ToLower(string(n.Role))
 		lines = append(lines, s.node.Render("● "+esc(n.Name))+s.dim.Render(" "+role+nodeState(n)))
-		for j := 0; j < len(n.Hops); {
+		hops := n.Hops
+		if !l.Explain {
+			hops = outcome.AntreaSummary(hops) // Antrea's words; --explain shows every table
+		}
+		for j := 0; j < len(hops); {
 			k := j
-			for fold && k < len(n.Hops) && plain(n.Hops[k].Observation) {
+			for fold && k < len(hops) && plain(hops[k].Observation) {
 				k++
 			}
 			if k-j >= 3 {
 				var tables []string
 				inferred := ""
 				guessed := 0
-				for _, h := range n.Hops[j:k] {
+				for _, h := range hops[j:k] {
 					tables = append(tables, esc(tableLabel(h.Hop)))
 					if h.Inferred() {
 						guessed++
@@ -131,7 +135,7 @@ func (l *Live) path(m *outcome.Model, fold bool) []string {
 				j = k
 				continue
 			}
-			lines = append(lines, l.hopLines(m, n.Hops[j])...)
+			lines = append(lines, l.hopLines(m, hops[j])...)
 			j++
 		}
 		if i < len(m.Nodes)-1 {

@@ -17,7 +17,8 @@ import (
 // interpret, so cluster strings cannot inject escape codes.
 type Plain struct {
 	W io.Writer
-	// Explain adds each hop's OVS table, flow and cookie.
+	// Explain prints every hop (on Antrea's pipeline, not only the ones
+	// Antrea's agent reports) with its OVS table, flow and cookie.
 	Explain bool
 }
 
@@ -45,6 +46,14 @@ func (p Plain) line(m *outcome.Model, u outcome.Update) string {
 	case outcome.Observed:
 		h := u.Hop
 		o := h.Observation
+		if !p.Explain {
+			// Antrea's words: only the hops Antrea's agent reports, as it
+			// reports them; -o wide prints every table.
+			var ok bool
+			if o, ok = outcome.AntreaViewOfLast(nodeHops(m, h.Node)); !ok {
+				return ""
+			}
+		}
 		fields := []string{"node", h.Node, "component", string(o.Component), "action", string(o.Action.Normalize()),
 			"inferred", trueOrEmpty(h.Inferred()), "info", o.ComponentInfo, "since_injection", fmtDur(m.Since(u.Time))}
 		fields = append(fields, detailFields(o)...)
@@ -58,6 +67,16 @@ func (p Plain) line(m *outcome.Model, u outcome.Update) string {
 		return kv("verdict", "result", string(u.Verdict), "predicted", trueOrEmpty(u.Predicted()), "reason", u.Reason)
 	}
 	return ""
+}
+
+// nodeHops are the hops of node so far.
+func nodeHops(m *outcome.Model, node string) []outcome.TimedHop {
+	for _, n := range m.Nodes {
+		if n.Name == node {
+			return n.Hops
+		}
+	}
+	return nil
 }
 
 // Summary is the one line a CI log reader looks for: pass or fail, the

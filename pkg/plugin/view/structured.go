@@ -15,6 +15,8 @@ const VerdictAnnotation = "traceflow.kubectl-traceflow.io/verdict"
 // base) with its status as the model saw it: phase, tag, start time and the
 // per-node results in path order, each observation with inferred: true
 // where it was only predicted; the verdict and, for a failure, its reason.
+// On Antrea's pipeline a node's observations are Antrea's summary of its
+// hops (outcome.AntreaSummary) and tableHops holds every hop.
 // Like every renderer it only reads the model.
 func Record(m *outcome.Model, base *traceflow.Traceflow) *traceflow.Traceflow {
 	out := &traceflow.Traceflow{}
@@ -39,8 +41,14 @@ func Record(m *outcome.Model, base *traceflow.Traceflow) *traceflow.Traceflow {
 			continue
 		}
 		r := report.NodeResult{Node: n.Name, Role: n.Role, Timestamp: n.Hops[0].At.Unix()}
-		for _, h := range n.Hops {
+		for _, h := range outcome.AntreaSummary(n.Hops) {
 			r.Observations = append(r.Observations, h.Observation)
+		}
+		if outcome.Summarised(n.Hops) {
+			for _, h := range n.Hops {
+				r.TableHops = append(r.TableHops, report.TableHop{Table: h.TableID, TableName: h.TableName,
+					Flow: h.Flow, Cookie: cookieHex(h.Cookie), Observation: h.Observation})
+			}
 		}
 		st.Results = append(st.Results, r)
 	}

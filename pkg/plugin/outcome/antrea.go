@@ -1,0 +1,153 @@
+package outcome
+
+import (
+	"regexp"
+	"strings"
+
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/report"
+)
+
+// Antrea's agent reports two or three observations per node, not one per
+// OpenFlow table: it installs its Traceflow flows only where a decision is
+// made (the output table, the policy drop tables) and reads the rest from
+// the one packet-in's registers (v2.3.2, pkg/agent/controller/traceflow).
+// What it says, in order:
+//
+//   - on the sender, SpoofGuard Forwarded; on a receiver, Forwarding
+//     Received (no componentInfo);
+//   - LB Forwarded with translatedDstIP when the packet was DNATed (no
+//     componentInfo);
+//   - NetworkPolicy EgressRule / IngressRule Forwarded, with the policy and
+//     rule, when a rule let the packet through (its conjunction id is in a
+//     register);
+//   - NetworkPolicy Dropped (or Rejected) at EgressMetric / IngressMetric
+//     (a policy rule) or EgressDefaultRule / IngressDefaultRule (isolation);
+//   - Forwarding Output: Delivered, Forwarded with tunnelDstIP, or
+//     ForwardedOutOfOverlay (ForwardedOutOfNetwork).
+//
+// It never reports Routing. The helper sees every table the probe passes;
+// AntreaView keeps of a node's hops the ones that say the same things, and
+// only on a pipeline that Antrea's table names identify (the real Antrea, or
+// the lab's imitation of it). Every kept observation is one of the hops as
+// the helper reported it (or that hop with Antrea's componentInfo), so
+// nothing is invented and an inferred hop stays inferred. The hops
+// themselves stay in the model: -o wide and the record's tableHops show
+// every one.
+
+// antreaTables are Antrea v2's OpenFlow table names (its pipeline.go).
+var antreaTables = func() map[string]bool {
+	set := map[string]bool{}
+	for _, n := range strings.Fields(`PipelineRootClassifier ARPSpoofGuard ARPResponder Classifier SpoofGuard IPv6
+		PipelineIPClassifier UnSNAT ConntrackZone ConntrackState PreRoutingClassifier NodePortMark SessionAffinity
+		ServiceLB DSRServiceMark EndpointDNAT DNAT EgressSecurityClassifier AntreaPolicyEgressRule EgressRule
+		EgressDefaultRule EgressMetric L3Forwarding EgressMark EgressQoS L3DecTTL SNATMark SNAT L2ForwardingCalc
+		TrafficControl IngressSecurityClassifier AntreaPolicyIngressRule IngressRule IngressDefaultRule IngressMetric
+		ConntrackCommit VLAN Output MulticastEgressRule MulticastEgressMetric MulticastEgressPodMetric
+		MulticastRouting MulticastIngressRule MulticastIngressMetric MulticastIngressPodMetric MulticastOutput NonIP`) {
+		set[n] = true
+	}
+	return set
+}()
+
+// AntreaTable reports whether name is one of Antrea's table names.
+func AntreaTable(name string) bool { return antreaTables[name] }
+
+// onAntreaPipeline reports whether h was named from Antrea's pipeline: by
+// its table, or, for the observations a helper makes without a table hop
+// (Received, the LB's translation), by the table its componentInfo names.
+func onAntreaPipeline(h Hop) bool {
+	return antreaTables[h.TableName] || (h.TableName == "" && antreaTables[h.Observation.ComponentInfo])
+}
+
+// conjMatch is how a rule table's flow for a policy rule matches: on the
+// conjunction id its clause flows set.
+var conjMatch = regexp.MustCompile(`(^|,)conj_id=\d+`)
+
+// AntreaView returns the observation Antrea's agent would make of hop h,
+// and false where Antrea reports nothing of it: the hops of a plain
+// forwarding table. Hops not on Antrea's pipeline are kept as they are.
+// seen holds the components already reported on this node, so that the
+// first SpoofGuard and the first rule of each direction report once;
+// AntreaView adds to it.
+func AntreaView(h Hop, seen map[string]bool) (report.Observation, bool) {
+	o := h.Observation
+	if !onAntreaPipeline(h) {
+		return o, true
+	}
+	once := func(key string) bool {
+		if seen[key] {
+			return false
+		}
+		seen[key] = true
+		return true
+	}
+	switch a := o.Action.Normalize(); {
+	case a == report.ActionReceived:
+		o.ComponentInfo = ""
+		return o, once("received")
+	case a != report.ActionForwarded:
+		// Delivered, Dropped, Rejected, out of the network: the deciding
+		// hop, named by its table as Antrea names it.
+		return o, true
+	case o.TunnelDstIP != "" || h.TableName == "Output":
+		// Antrea reports its output table whatever it does.
+		o.Component = report.ComponentForwarding
+		return o, true
+	case o.TranslatedDstIP != "" || o.TranslatedSrcIP != "":
+		o.Component, o.ComponentInfo = report.ComponentLB, ""
+		return o, once("lb")
+	case h.TableName == "SpoofGuard":
+		o.Component, o.ComponentInfo = report.ComponentSpoofGuard, ""
+		return o, once("spoofguard")
+	case o.Component == report.ComponentNetworkPolicy && conjMatch.MatchString(h.Flow):
+		// A rule flow let the packet through: Antrea names the table of
+		// Kubernetes and Antrea-native rules alike by the direction.
+		info := "IngressRule"
+		if strings.Contains(h.TableName, "Egress") {
+			info = "EgressRule"
+		}
+		o.ComponentInfo = info
+		return o, once(info)
+	}
+	return o, false
+}
+
+// AntreaSummary is AntreaView over one node's hops in order.
+func AntreaSummary(hops []TimedHop) []TimedHop {
+	seen := map[string]bool{}
+	var out []TimedHop
+	for _, h := range hops {
+		if o, ok := AntreaView(h.Hop, seen); ok {
+			h.Observation = o
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// AntreaViewOfLast is AntreaView of the last of a node's hops, given the
+// ones before it: what a renderer that prints hops as they come shows.
+func AntreaViewOfLast(hops []TimedHop) (report.Observation, bool) {
+	if len(hops) == 0 {
+		return report.Observation{}, false
+	}
+	seen := map[string]bool{}
+	for _, h := range hops[:len(hops)-1] {
+		AntreaView(h.Hop, seen)
+	}
+	return AntreaView(hops[len(hops)-1].Hop, seen)
+}
+
+// Summarised reports whether AntreaSummary changes anything of hops.
+func Summarised(hops []TimedHop) bool {
+	sum := AntreaSummary(hops)
+	if len(sum) != len(hops) {
+		return true
+	}
+	for i := range sum {
+		if sum[i].Observation != hops[i].Observation {
+			return true
+		}
+	}
+	return false
+}

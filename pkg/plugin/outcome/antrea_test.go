@@ -1,0 +1,123 @@
+package outcome
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/report"
+)
+
+// th is a table hop on Antrea's pipeline as the helper reports it.
+func th(table int, name, flow string, o report.Observation) TimedHop {
+	return TimedHop{Hop: Hop{Node: "n1", TableID: table, TableName: name, Flow: flow, Observation: o}}
+}
+
+func fwd(c report.Component, info string) report.Observation {
+	return report.Observation{Component: c, ComponentInfo: info, Action: report.ActionForwarded}
+}
+
+// The hops a helper reports on Antrea v2.3.2's pipeline, summarised as
+// Antrea's agent reports them (its packetin.go): what it says, in its
+// order, and nothing more.
+func TestAntreaSummary(t *testing.T) {
+	const (
+		spoof  = "SpoofGuard"
+		rt     = report.ComponentRouting
+		lb     = report.ComponentLB
+		np     = report.ComponentNetworkPolicy
+		fw     = report.ComponentForwarding
+		cls    = "Classifier"
+		output = "Output"
+	)
+	senderService := []TimedHop{
+		th(0, "PipelineRootClassifier", "priority=200,ip", fwd(fw, "PipelineRootClassifier")),
+		th(3, cls, "priority=190,in_port=5", fwd(fw, cls)),
+		th(4, spoof, "priority=200,ip,in_port=5,dl_src=aa:bb:cc:dd:ee:01,nw_src=10.244.1.2", fwd(report.ComponentSpoofGuard, spoof)),
+		th(8, "ConntrackZone", "priority=200,ip", fwd(fw, "ConntrackZone")),
+		th(12, "ServiceLB", "priority=200,tcp,nw_dst=10.96.0.10,tp_dst=80", fwd(lb, "ServiceLB")),
+		{Hop: Hop{Node: "n1", Observation: report.Observation{Component: lb, ComponentInfo: "EndpointDNAT", Action: report.ActionForwarded, TranslatedDstIP: "10.244.2.3"}}},
+		th(13, "EndpointDNAT", "priority=200,tcp,reg3=0xaf40203", fwd(lb, "EndpointDNAT")),
+		th(17, "EgressRule", "priority=0", fwd(np, "EgressRule")),
+		th(20, "L3Forwarding", "priority=200,ip,nw_dst=10.244.2.0/24", fwd(rt, "L3Forwarding")),
+		th(29, output, "priority=200,reg0=0x10000/0x10000", report.Observation{Component: fw, ComponentInfo: output, Action: report.ActionForwarded, TunnelDstIP: "10.89.0.12"}),
+	}
+	receiverACNP := []TimedHop{
+		{Hop: Hop{Node: "n2", Observation: report.Observation{Component: fw, ComponentInfo: "PipelineRootClassifier", Action: report.ActionReceived}}},
+		th(3, cls, "priority=200,in_port=2", fwd(fw, cls)),
+		th(25, "AntreaPolicyIngressRule", "priority=14900,conj_id=7,tcp", fwd(np, "AntreaPolicyIngressRule")),
+		th(26, "IngressRule", "priority=0", fwd(np, "IngressRule")),
+		th(29, output, "priority=200,reg0=0x200000/0x600000", report.Observation{Component: fw, ComponentInfo: output, Action: report.ActionDelivered, Pod: "ns/b", Inferred: true}),
+	}
+	egressDrop := []TimedHop{
+		th(4, spoof, "priority=200,ip,in_port=5", fwd(report.ComponentSpoofGuard, spoof)),
+		th(17, "EgressRule", "priority=0", fwd(np, "EgressRule")),
+		th(18, "EgressDefaultRule", "priority=200,ip,reg0=0x5/0xffff", report.Observation{Component: np, ComponentInfo: "EgressDefaultRule", Action: report.ActionDropped, NetworkPolicy: "ns/deny"}),
+	}
+	ovn := []TimedHop{
+		{Hop: Hop{Node: "n1", TableID: 8, Observation: fwd(fw, "ls_in_check_port_sec (sw1)")}},
+		{Hop: Hop{Node: "n1", TableID: 44, Observation: report.Observation{Component: np, ComponentInfo: "ls_out_acl (sw1)", Action: report.ActionDropped}}},
+	}
+	obs := func(hs []TimedHop) []report.Observation {
+		var out []report.Observation
+		for _, h := range hs {
+			out = append(out, h.Observation)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name string
+		hops []TimedHop
+		want []report.Observation
+	}{
+		{"sender of a Service trace", senderService, []report.Observation{
+			{Component: report.ComponentSpoofGuard, Action: report.ActionForwarded},
+			{Component: lb, Action: report.ActionForwarded, TranslatedDstIP: "10.244.2.3"},
+			{Component: fw, ComponentInfo: output, Action: report.ActionForwarded, TunnelDstIP: "10.89.0.12"},
+		}},
+		{"receiver through an ACNP allow rule", receiverACNP, []report.Observation{
+			{Component: fw, Action: report.ActionReceived},
+			{Component: np, ComponentInfo: "IngressRule", Action: report.ActionForwarded},
+			{Component: fw, ComponentInfo: output, Action: report.ActionDelivered, Pod: "ns/b", Inferred: true},
+		}},
+		{"egress default drop", egressDrop, []report.Observation{
+			{Component: report.ComponentSpoofGuard, Action: report.ActionForwarded},
+			{Component: np, ComponentInfo: "EgressDefaultRule", Action: report.ActionDropped, NetworkPolicy: "ns/deny"},
+		}},
+		{"not Antrea's pipeline: every hop as it is", ovn, obs(ovn)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := AntreaSummary(tc.hops)
+			if d := cmp.Diff(tc.want, obs(got)); d != "" {
+				t.Errorf("summary (-want +got):\n%s", d)
+			}
+			// Each summarised observation is one of the hops, its table
+			// and flow kept: nothing invented.
+			for _, g := range got {
+				found := false
+				for _, h := range tc.hops {
+					found = found || (h.TableID == g.TableID && h.Flow == g.Flow && h.Observation.Action == g.Observation.Action)
+				}
+				if !found {
+					t.Errorf("summarised hop %+v is none of the hops", g.Hop)
+				}
+			}
+			if Summarised(tc.hops) != (len(tc.want) != len(tc.hops) || d(tc.want, obs(tc.hops))) {
+				t.Errorf("Summarised = %v", Summarised(tc.hops))
+			}
+			// A renderer printing hops as they come shows the same.
+			var streamed []report.Observation
+			for i := range tc.hops {
+				if o, ok := AntreaViewOfLast(tc.hops[:i+1]); ok {
+					streamed = append(streamed, o)
+				}
+			}
+			if d := cmp.Diff(tc.want, streamed); d != "" {
+				t.Errorf("hop by hop (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+// d reports whether two observation lists differ.
+func d(a, b []report.Observation) bool { return cmp.Diff(a, b) != "" }
