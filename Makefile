@@ -72,6 +72,10 @@ test-e2e: build ## end to end in the lab, once per mode in E2E_MODES: brings it 
 bench-e2e: build ## time to verdict in the lab (helper mode, median of 10) next to the pod-start floor, and a 27-trace check suite (median of 3)
 	TRACEFLOW_KEEP_LAB=$${TRACEFLOW_KEEP_LAB:-1} go test -tags e2e -run '^$$' -bench TimeToVerdict -benchtime 10x -timeout 30m ./test/e2e
 
+.PHONY: compare-engines
+compare-engines: build ## the lab's Antrea mode: each case traced by Antrea's agents and by the helper, hop lists side by side, with real traffic (a report, not a test)
+	TFLAB_CNI=antrea TRACEFLOW_KEEP_LAB=$${TRACEFLOW_KEEP_LAB:-1} go test -tags e2e -run '^$$' -bench CompareEngines -benchtime 1x -timeout 30m ./test/e2e
+
 .PHONY: test
 test: ## everything CI runs: lint, unit, integration (OVS), e2e (every lab mode), release and krew checks, each timed
 	@hack/timed.sh "deps" $(MAKE) --no-print-directory deps

@@ -1,0 +1,421 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/report"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/traceflow"
+)
+
+// BenchmarkCompareEngines (issue 14) is `make compare-engines`: in the
+// lab's Antrea mode, a table of cases traced once by Antrea's own agents
+// (--engine agent) and once by the helper (--engine helper), with real
+// traffic between the same pods after both. For each case it prints both
+// verdicts, per node both hop lists side by side (component, action,
+// componentInfo, translatedDstIP, tunnelDstIP, networkPolicy and rule),
+// what real traffic met, and at the end how many agree. It reports; it
+// asserts nothing (a benchmark, so that `make test-e2e` does not run it:
+// it is a comparison to read, not a test). Run it with
+//
+//	make compare-engines   (TFLAB_CNI=antrea go test -tags e2e -run '^$' -bench CompareEngines -benchtime 1x ./test/e2e)
+func BenchmarkCompareEngines(b *testing.B) {
+	if lab.setupErr != "" {
+		b.Skip(lab.setupErr)
+	}
+	if labMode() != modeAntrea {
+		b.Fatalf("compare-engines needs the lab's Antrea mode (TFLAB_CNI=antrea), not %s", labMode())
+	}
+	f := getTraceFixture(b)
+	ns := f.ns
+	_, selfIP := selfService(b, ns)
+	// A pod on node 1 whose egress a Kubernetes NetworkPolicy denies.
+	apply(b, podSpec(ns, "walled", labNodes[0].name, map[string]string{"app": "walled"})+fmt.Sprintf(`apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: deny-walled-egress, namespace: %s}
+spec:
+  podSelector: {matchLabels: {app: walled}}
+  policyTypes: [Egress]
+`, ns))
+	waitPods(b, ns, "walled")
+	webIP := strings.TrimSpace(mustKubectl(b, "get", "service", "-n", ns, "web", "-o", "jsonpath={.spec.clusterIP}"))
+	ip := func(pod string) string { return f.pods[pod].Status.PodIP }
+
+	// The Antrea-native policies, applied before the cases that need them
+	// (after the plain ones, which they would otherwise cross).
+	acnpDrop, acnpAllow := "cmp-drop-"+ns, "cmp-allow-"+ns
+	policies := fmt.Sprintf(`apiVersion: crd.antrea.io/v1beta1
+kind: ClusterNetworkPolicy
+metadata: {name: %[1]s}
+spec:
+  priority: 5
+  tier: application
+  appliedTo:
+  - podSelector: {matchLabels: {app: peer}}
+    namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: %[3]s}}
+  ingress:
+  - name: drop-8080
+    action: Drop
+    from:
+    - podSelector: {matchLabels: {app: client}}
+      namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: %[3]s}}
+    ports: [{protocol: TCP, port: 8080}]
+---
+apiVersion: crd.antrea.io/v1beta1
+kind: ClusterNetworkPolicy
+metadata: {name: %[2]s}
+spec:
+  priority: 6
+  tier: application
+  appliedTo:
+  - podSelector: {matchLabels: {app: web}}
+    namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: %[3]s}}
+  ingress:
+  - name: allow-80
+    action: Allow
+    from:
+    - podSelector: {matchLabels: {app: client}}
+      namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: %[3]s}}
+    ports: [{protocol: TCP, port: 80}]
+---
+apiVersion: crd.antrea.io/v1beta1
+kind: NetworkPolicy
+metadata: {name: reject-web, namespace: %[3]s}
+spec:
+  priority: 5
+  tier: application
+  appliedTo:
+  - podSelector: {matchLabels: {app: web}}
+  ingress:
+  - name: reject-8080
+    action: Reject
+    from:
+    - podSelector: {matchLabels: {app: client}}
+    ports: [{protocol: TCP, port: 8080}]
+`, acnpDrop, acnpAllow, ns)
+	defer func() {
+		_, _ = kubectl(context.Background(), "delete", "clusternetworkpolicies.crd.antrea.io", acnpDrop, acnpAllow, "--ignore-not-found")
+		_, _ = kubectl(context.Background(), "delete", "networkpolicies.crd.antrea.io", "-n", ns, "reject-web", "--ignore-not-found")
+	}()
+
+	type compareCase struct {
+		name     string
+		src, dst string // the plugin's SRC and DST
+		p        probe  // the same flow as real traffic
+		before   func() // policies to apply first
+		want     outcome
+	}
+	applied := false
+	withPolicies := func() {
+		if !applied {
+			apply(b, policies)
+			applied = true
+		}
+	}
+	cases := []compareCase{
+		{name: "intra-node TCP 80", src: "a", dst: "c", p: probe{ns, "a", "tcp", ip("c"), 80}},
+		{name: "intra-node UDP 5000", src: "a", dst: "c", p: probe{ns, "a", "udp", ip("c"), 5000}},
+		{name: "intra-node ICMP", src: "a", dst: "c", p: probe{ns, "a", "icmp", ip("c"), 0}},
+		{name: "inter-node TCP 80", src: "a", dst: "b", p: probe{ns, "a", "tcp", ip("b"), 80}},
+		{name: "inter-node UDP 5000", src: "a", dst: "b", p: probe{ns, "a", "udp", ip("b"), 5000}},
+		{name: "inter-node ICMP", src: "a", dst: "b", p: probe{ns, "a", "icmp", ip("b"), 0}},
+		{name: "Service, endpoint on node 2", src: "a", dst: "svc/web", p: probe{ns, "a", "tcp", webIP, 80}},
+		{name: "hairpin Service (node 2)", src: "self", dst: "svc/self", p: probe{ns, "self", "tcp", selfIP, 80}},
+		{name: "K8s NP ingress drop", src: "a", dst: "locked", p: probe{ns, "a", "tcp", ip("locked"), 80}, want: timedOut},
+		{name: "K8s NP egress drop", src: "walled", dst: "b", p: probe{ns, "walled", "tcp", ip("b"), 80}, want: timedOut},
+		{name: "ACNP drop (intra-node)", src: "a", dst: "c", p: probe{ns, "a", "tcp", ip("c"), 8080}, before: withPolicies, want: timedOut},
+		{name: "ACNP allow (inter-node)", src: "a", dst: "b", p: probe{ns, "a", "tcp", ip("b"), 80}, before: withPolicies, want: served},
+		{name: "ANNP reject (inter-node)", src: "a", dst: "b", p: probe{ns, "a", "tcp", ip("b"), 8080}, before: withPolicies, want: refused},
+	}
+	out := os.Stdout
+	fmt.Fprintf(out, "\ncompare-engines: %d cases, namespace %s; each traced with --engine agent, then --engine helper, then real traffic\n", len(cases), ns)
+	var rows []compareRow
+	for i, c := range cases {
+		if c.before != nil {
+			c.before()
+		}
+		if c.want != "" {
+			// The policies take a moment to reach the agents' flows.
+			waitTraffic(b, c.p, c.want)
+		}
+		args := append([]string{"-n", ns, c.src, c.dst}, protoArgs(c.p)...)
+		if strings.HasPrefix(c.dst, "svc/") {
+			args = []string{"-n", ns, c.src, c.dst, "--tcp", "80"}
+		}
+		agent := compareTrace(b, "agent", args)
+		helper := compareTrace(b, "helper", args)
+		real := realTraffic(b, c.p)
+		row := compareRow{name: c.name, agent: agent, helper: helper, real: real}
+		row.print(out, i+1, len(cases))
+		rows = append(rows, row)
+	}
+	printCompareTable(out, rows)
+}
+
+// engineRun is one engine's trace of a case.
+type engineRun struct {
+	engine  string
+	code    int
+	took    time.Duration
+	verdict string
+	results map[string][]report.Observation
+	nodes   []string // in the order the record lists them
+	errLine string
+}
+
+// compareTrace runs `kubectl traceflow ARGS --engine ENGINE -o json
+// --expect any --timeout 20s`.
+func compareTrace(b *testing.B, engine string, args []string) engineRun {
+	b.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	full := append([]string{"traceflow"}, args...)
+	full = append(full, "--engine", engine, "-o", "json", "--expect", "any", "--timeout", "20s")
+	start := time.Now()
+	stdout, stderr, code := runKubectl(ctx, b, "", full...)
+	r := engineRun{engine: engine, code: code, took: time.Since(start), results: map[string][]report.Observation{}}
+	for _, l := range strings.Split(strings.TrimSpace(stderr), "\n") {
+		if strings.HasPrefix(l, "Error") || strings.HasPrefix(l, "error") {
+			r.errLine = l
+		}
+	}
+	if strings.TrimSpace(stdout) == "" {
+		r.verdict = fmt.Sprintf("none (exit %d)", code)
+		return r
+	}
+	var tf traceflow.Traceflow
+	if err := json.Unmarshal([]byte(stdout), &tf); err != nil {
+		r.verdict = fmt.Sprintf("unreadable record: %v", err)
+		return r
+	}
+	remember(traceRun{record: &tf})
+	r.verdict = tf.Annotations["traceflow.kubectl-traceflow.io/verdict"]
+	if r.verdict == "" {
+		r.verdict = string(tf.Status.Phase) + ": " + tf.Status.Reason
+	}
+	for _, res := range tf.Status.Results {
+		if _, ok := r.results[res.Node]; !ok {
+			r.nodes = append(r.nodes, res.Node)
+		}
+		r.results[res.Node] = append(r.results[res.Node], res.Observations...)
+	}
+	return r
+}
+
+// hopText is the fields the comparison holds two observations to.
+func hopText(o report.Observation) string {
+	s := string(o.Component) + "/" + string(o.Action.Normalize())
+	if o.ComponentInfo != "" {
+		s += " " + o.ComponentInfo
+	}
+	if o.TranslatedDstIP != "" {
+		s += " dnat=" + o.TranslatedDstIP
+	}
+	if o.TunnelDstIP != "" {
+		s += " tun=" + o.TunnelDstIP
+	}
+	if o.NetworkPolicy != "" {
+		s += " np=" + o.NetworkPolicy
+		if o.NetworkPolicyRule != "" {
+			s += "#" + o.NetworkPolicyRule
+		}
+	}
+	return s
+}
+
+// compareRow is one case's outcome under both engines and real traffic.
+type compareRow struct {
+	name          string
+	agent, helper engineRun
+	real          outcome
+}
+
+func (r compareRow) verdictsAgree() bool { return r.agent.verdict == r.helper.verdict }
+
+// agrees says whether an engine's verdict is the one real traffic calls for.
+func agrees(e engineRun, real outcome) bool { return e.verdict == string(verdictFor[real]) }
+
+// hopsAgree reports whether, on every node either engine reported, both
+// list the same hops (hopText) in the same order.
+func (r compareRow) hopsAgree() bool {
+	for _, n := range r.nodeNames() {
+		a, h := r.agent.results[n], r.helper.results[n]
+		if len(a) != len(h) {
+			return false
+		}
+		for i := range a {
+			if !sameHop(a[i], h[i]) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// sameHop holds the helper's observation to the agent's. Where Antrea
+// names no policy (a Kubernetes NetworkPolicy's default drop) and the
+// helper does (its plugin-side explanation of the drop, from the policies
+// in the API), the hop still agrees: the helper says more, not otherwise;
+// helperAddsPolicy tells those apart.
+func sameHop(a, h report.Observation) bool {
+	if a.NetworkPolicy == "" {
+		h.NetworkPolicy, h.NetworkPolicyRule = "", ""
+	}
+	return hopText(a) == hopText(h)
+}
+
+// helperAddsPolicy reports whether the helper names a policy on a hop
+// where the agent names none.
+func (r compareRow) helperAddsPolicy() bool {
+	for _, n := range r.nodeNames() {
+		a, h := r.agent.results[n], r.helper.results[n]
+		for i := range min(len(a), len(h)) {
+			if a[i].NetworkPolicy == "" && h[i].NetworkPolicy != "" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// hopsVerdict is "yes", "yes+" (the helper adds a policy name) or "NO".
+func (r compareRow) hopsVerdict() string {
+	switch {
+	case !r.hopsAgree():
+		return "NO"
+	case r.helperAddsPolicy():
+		return "yes+"
+	}
+	return "yes"
+}
+
+// nodeNames are the nodes of both records, node 1 first.
+func (r compareRow) nodeNames() []string {
+	var names []string
+	for _, n := range labNodes {
+		if _, ok := r.agent.results[n.name]; ok {
+			names = append(names, n.name)
+		} else if _, ok := r.helper.results[n.name]; ok {
+			names = append(names, n.name)
+		}
+	}
+	return names
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "NO"
+}
+
+const compareColumn = 58
+
+func (r compareRow) print(w io.Writer, i, n int) {
+	fmt.Fprintf(w, "\n[%d/%d] %s\n", i, n, r.name)
+	fmt.Fprintf(w, "  real traffic: %s (calls for %s)\n", r.real, verdictFor[r.real])
+	for _, e := range []engineRun{r.agent, r.helper} {
+		fmt.Fprintf(w, "  %-6s verdict %-22s exit %d  %6.2fs  agrees with traffic: %s", e.engine, e.verdict, e.code, e.took.Seconds(), yesNo(agrees(e, r.real)))
+		if e.errLine != "" {
+			fmt.Fprintf(w, "  (%s)", e.errLine)
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintf(w, "  verdicts agree: %s   hop lists agree: %s\n", yesNo(r.verdictsAgree()), r.hopsVerdict())
+	for _, node := range r.nodeNames() {
+		a, h := r.agent.results[node], r.helper.results[node]
+		fmt.Fprintf(w, "  %s\n    %-*s | %s\n", node, compareColumn, "agent", "helper")
+		for k := range max(len(a), len(h)) {
+			var left, right string
+			if k < len(a) {
+				left = hopText(a[k])
+			}
+			if k < len(h) {
+				right = hopText(h[k])
+				if h[k].Inferred {
+					right += " (inferred)"
+				}
+			}
+			mark := " "
+			if k >= len(a) || k >= len(h) || !sameHop(a[k], h[k]) {
+				mark = "≠"
+			}
+			fmt.Fprintf(w, "  %s %-*s | %s\n", mark, compareColumn, left, right)
+		}
+	}
+}
+
+func printCompareTable(w io.Writer, rows []compareRow) {
+	fmt.Fprintf(w, "\n%-30s %-14s %-14s %-10s %-8s %-6s %-7s %-7s %-7s %-7s\n", "case", "agent", "helper", "traffic", "verdict", "hops", "agent-s", "help-s", "agent=T", "help=T")
+	var v, h, at, ht int
+	for _, r := range rows {
+		fmt.Fprintf(w, "%-30s %-14s %-14s %-10s %-8s %-6s %-7.2f %-7.2f %-7s %-7s\n", r.name, trunc(r.agent.verdict, 14), trunc(r.helper.verdict, 14), r.real,
+			yesNo(r.verdictsAgree()), r.hopsVerdict(), r.agent.took.Seconds(), r.helper.took.Seconds(), yesNo(agrees(r.agent, r.real)), yesNo(agrees(r.helper, r.real)))
+		v += b2n(r.verdictsAgree())
+		h += b2n(r.hopsAgree())
+		at += b2n(agrees(r.agent, r.real))
+		ht += b2n(agrees(r.helper, r.real))
+	}
+	n := len(rows)
+	fmt.Fprintf(w, "\nagreements: verdicts %d/%d, hop lists %d/%d, agent with real traffic %d/%d, helper with real traffic %d/%d\n", v, n, h, n, at, n, ht, n)
+	fmt.Fprintln(w, "(hops yes+: the same hops, and the helper names a policy where Antrea names none: the plugin's explanation of a drop from the policies in the API)")
+}
+
+func trunc(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-1] + "…"
+}
+
+func b2n(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// BenchmarkAntreaServiceTraces (issue 14, done-when 2): helper-mode
+// Service traces in the lab's Antrea mode, 20 in a row each to a Service
+// whose one endpoint is on the other node and to a hairpin Service, with
+// --timeout 20s. It prints each trace's exit code, verdict and time, and
+// how many ended with a verdict (exit 0 or 2, not 3 or 4); it asserts
+// nothing. Run it with
+//
+//	TFLAB_CNI=antrea go test -tags e2e -run '^$' -bench AntreaServiceTraces -benchtime 1x ./test/e2e
+func BenchmarkAntreaServiceTraces(b *testing.B) {
+	if lab.setupErr != "" {
+		b.Skip(lab.setupErr)
+	}
+	if labMode() != modeAntrea {
+		b.Fatalf("needs the lab's Antrea mode (TFLAB_CNI=antrea), not %s", labMode())
+	}
+	f := getTraceFixture(b)
+	selfService(b, f.ns)
+	out := os.Stdout
+	for _, c := range []struct{ name, src, dst string }{{"a -> svc/web (endpoint on node 2)", "a", "svc/web"}, {"self -> svc/self (hairpin)", "self", "svc/self"}} {
+		fmt.Fprintf(out, "\n%s: 20 helper-mode traces, --timeout 20s\n", c.name)
+		var times []time.Duration
+		verdicts := 0
+		for i := range 20 {
+			r := compareTrace(b, "helper", []string{"-n", f.ns, c.src, c.dst, "--tcp", "80"})
+			if r.code == 0 || r.code == 2 {
+				verdicts++
+			}
+			times = append(times, r.took)
+			fmt.Fprintf(out, "  %2d exit %d  %-10s %6.2fs %s\n", i+1, r.code, r.verdict, r.took.Seconds(), r.errLine)
+		}
+		slices.Sort(times)
+		fmt.Fprintf(out, "  ended with a verdict: %d/20; time min %.2fs median %.2fs max %.2fs\n", verdicts,
+			times[0].Seconds(), times[len(times)/2].Seconds(), times[len(times)-1].Seconds())
+	}
+}
