@@ -13,7 +13,7 @@ import (
 // the one packet-in's registers (v2.3.2, pkg/agent/controller/traceflow).
 // What it says, in order:
 //
-//   - on the sender, SpoofGuard Forwarded; on a receiver, Forwarding
+//   - on the sender, SpoofGuard Forwarded (with srcPodIP); on a receiver, Forwarding
 //     Received (no componentInfo);
 //   - LB Forwarded with translatedDstIP when the packet was DNATed (no
 //     componentInfo);
@@ -63,6 +63,9 @@ func onAntreaPipeline(h Hop) bool {
 // conjunction id its clause flows set.
 var conjMatch = regexp.MustCompile(`(^|,)conj_id=\d+`)
 
+// srcMatch is the source address a spoof guard flow matches on.
+var srcMatch = regexp.MustCompile(`(^|,)(?:nw_src|ipv6_src)=([0-9a-fA-F.:]+)(,|$| )`)
+
 // AntreaView returns the observation Antrea's agent would make of hop h,
 // and false where Antrea reports nothing of it: the hops of a plain
 // forwarding table. Hops not on Antrea's pipeline are kept as they are.
@@ -98,6 +101,10 @@ func AntreaView(h Hop, seen map[string]bool) (report.Observation, bool) {
 		return o, once("lb")
 	case h.TableName == "SpoofGuard":
 		o.Component, o.ComponentInfo = report.ComponentSpoofGuard, ""
+		if m := srcMatch.FindStringSubmatch(h.Flow); m != nil && o.SrcPodIP == "" {
+			// The address the spoof guard let through: the flow matched it.
+			o.SrcPodIP = m[2]
+		}
 		return o, once("spoofguard")
 	case o.Component == report.ComponentNetworkPolicy && conjMatch.MatchString(h.Flow):
 		// A rule flow let the packet through: Antrea names the table of

@@ -71,7 +71,7 @@ func TestAntreaSummary(t *testing.T) {
 		want []report.Observation
 	}{
 		{"sender of a Service trace", senderService, []report.Observation{
-			{Component: report.ComponentSpoofGuard, Action: report.ActionForwarded},
+			{Component: report.ComponentSpoofGuard, Action: report.ActionForwarded, SrcPodIP: "10.244.1.2"},
 			{Component: lb, Action: report.ActionForwarded, TranslatedDstIP: "10.244.2.3"},
 			{Component: fw, ComponentInfo: output, Action: report.ActionForwarded, TunnelDstIP: "10.89.0.12"},
 		}},
