@@ -125,8 +125,8 @@ func (o *TraceOptions) addFlags(cmd *cobra.Command) {
 	f.Var(&enumValue{&o.engine, []string{"auto", "agent", "helper"}}, "engine",
 		"who traces: agent (Antrea's agents), helper (our node helper pods), or auto (agent where Antrea serves Traceflow)")
 	f.VarP(&enumValue{&o.output, []string{outputPlain, outputWide, outputJSON, outputYAML}}, "output", "o",
-		"output format (default: live on a terminal, plain otherwise); wide adds each hop's OVS table and flow")
-	f.BoolVar(&o.explain, "explain", false, "show each hop's OVS table and flow (as -o wide does)")
+		"output format (default: live on a terminal, plain otherwise); wide shows every hop (on Antrea's pipeline, not only the ones Antrea reports) with its OVS table and flow")
+	f.BoolVar(&o.explain, "explain", false, "show every hop with its OVS table and flow (as -o wide does)")
 	f.StringVar(&o.helperImage, "helper-image", o.helperImage, "image of the node helper pods (helper engine)")
 	f.StringVar(&o.helperNamespace, "helper-namespace", o.helperNamespace,
 		"namespace for the helper pods and tag claims; it must allow privileged pods (PodSecurity)")
