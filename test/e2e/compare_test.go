@@ -25,7 +25,8 @@ import (
 // componentInfo, translatedDstIP, tunnelDstIP, networkPolicy and rule),
 // what real traffic met, and at the end how many agree. It reports; it
 // asserts nothing (a benchmark, so that `make test-e2e` does not run it:
-// it is a comparison to read, not a test). Run it with
+// it is a comparison to read, not a test; TestAntreaHelperAgreesWithAgent
+// asserts the agreements that hold). Run it with
 //
 //	make compare-engines   (TFLAB_CNI=antrea go test -tags e2e -run '^$' -bench CompareEngines -benchtime 1x ./test/e2e)
 func BenchmarkCompareEngines(b *testing.B) {
@@ -35,6 +36,80 @@ func BenchmarkCompareEngines(b *testing.B) {
 	if labMode() != modeAntrea {
 		b.Fatalf("compare-engines needs the lab's Antrea mode (TFLAB_CNI=antrea), not %s", labMode())
 	}
+	ns, cases, cleanup := compareCases(b)
+	defer cleanup()
+	out := os.Stdout
+	fmt.Fprintf(out, "\ncompare-engines: %d cases, namespace %s; each traced with --engine agent, then --engine helper, then real traffic\n", len(cases), ns)
+	var rows []compareRow
+	for i, c := range cases {
+		row := c.run(b, ns)
+		row.print(out, i+1, len(cases))
+		rows = append(rows, row)
+	}
+	printCompareTable(out, rows)
+}
+
+// Issue 14, done-when 1 (the cases that cross no Antrea-native policy;
+// those wait for the helper's handling of conjunctive flows): helper and
+// agent give the same verdict, real traffic's, and the same hop lists node
+// by node (component, action, componentInfo, translatedDstIP, tunnelDstIP,
+// and the policy where Antrea names one).
+func TestAntreaHelperAgreesWithAgent(t *testing.T) {
+	requireLab(t)
+	ns, cases, cleanup := compareCases(t)
+	defer cleanup()
+	for _, c := range cases {
+		if c.native {
+			continue
+		}
+		t.Run(c.name, func(t *testing.T) {
+			r := c.run(t, ns)
+			var b strings.Builder
+			r.print(&b, 1, 1)
+			if !r.verdictsAgree() || !agrees(r.helper, r.real) || !agrees(r.agent, r.real) || !r.hopsAgree() {
+				t.Errorf("helper and agent disagree, or one of them with real traffic:%s", b.String())
+			} else {
+				t.Log(b.String())
+			}
+		})
+	}
+}
+
+// compareCase is one row of the comparison.
+type compareCase struct {
+	name     string
+	src, dst string // the plugin's SRC and DST
+	p        probe  // the same flow as real traffic
+	before   func() // policies to apply first
+	want     outcome
+	native   bool // crosses an Antrea-native policy
+}
+
+// run traces c with Antrea's agents, then with the helper, then sends the
+// same flow as real traffic.
+func (c compareCase) run(tb testing.TB, ns string) compareRow {
+	tb.Helper()
+	if c.before != nil {
+		c.before()
+	}
+	if c.want != "" {
+		// Policies take a moment to reach the agents' flows.
+		waitTraffic(tb, c.p, c.want)
+	}
+	args := append([]string{"-n", ns, c.src, c.dst}, protoArgs(c.p)...)
+	if strings.HasPrefix(c.dst, "svc/") {
+		args = []string{"-n", ns, c.src, c.dst, "--tcp", "80"}
+	}
+	agent := compareTrace(tb, "agent", args)
+	helper := compareTrace(tb, "helper", args)
+	return compareRow{name: c.name, agent: agent, helper: helper, real: realTraffic(tb, c.p)}
+}
+
+// compareCases sets up the comparison's pods and policies in the trace
+// fixture's namespace and returns its cases, and what removes the
+// Antrea-native policies (applied only by the cases that need them).
+func compareCases(b testing.TB) (string, []compareCase, func()) {
+	b.Helper()
 	f := getTraceFixture(b)
 	ns := f.ns
 	_, selfIP := selfService(b, ns)
@@ -102,17 +177,9 @@ spec:
     - podSelector: {matchLabels: {app: client}}
     ports: [{protocol: TCP, port: 8080}]
 `, acnpDrop, acnpAllow, ns)
-	defer func() {
+	cleanup := func() {
 		_, _ = kubectl(context.Background(), "delete", "clusternetworkpolicies.crd.antrea.io", acnpDrop, acnpAllow, "--ignore-not-found")
 		_, _ = kubectl(context.Background(), "delete", "networkpolicies.crd.antrea.io", "-n", ns, "reject-web", "--ignore-not-found")
-	}()
-
-	type compareCase struct {
-		name     string
-		src, dst string // the plugin's SRC and DST
-		p        probe  // the same flow as real traffic
-		before   func() // policies to apply first
-		want     outcome
 	}
 	applied := false
 	withPolicies := func() {
@@ -132,33 +199,11 @@ spec:
 		{name: "hairpin Service (node 2)", src: "self", dst: "svc/self", p: probe{ns, "self", "tcp", selfIP, 80}},
 		{name: "K8s NP ingress drop", src: "a", dst: "locked", p: probe{ns, "a", "tcp", ip("locked"), 80}, want: timedOut},
 		{name: "K8s NP egress drop", src: "walled", dst: "b", p: probe{ns, "walled", "tcp", ip("b"), 80}, want: timedOut},
-		{name: "ACNP drop (intra-node)", src: "a", dst: "c", p: probe{ns, "a", "tcp", ip("c"), 8080}, before: withPolicies, want: timedOut},
-		{name: "ACNP allow (inter-node)", src: "a", dst: "b", p: probe{ns, "a", "tcp", ip("b"), 80}, before: withPolicies, want: served},
-		{name: "ANNP reject (inter-node)", src: "a", dst: "b", p: probe{ns, "a", "tcp", ip("b"), 8080}, before: withPolicies, want: refused},
+		{name: "ACNP drop (intra-node)", src: "a", dst: "c", p: probe{ns, "a", "tcp", ip("c"), 8080}, before: withPolicies, want: timedOut, native: true},
+		{name: "ACNP allow (inter-node)", src: "a", dst: "b", p: probe{ns, "a", "tcp", ip("b"), 80}, before: withPolicies, want: served, native: true},
+		{name: "ANNP reject (inter-node)", src: "a", dst: "b", p: probe{ns, "a", "tcp", ip("b"), 8080}, before: withPolicies, want: refused, native: true},
 	}
-	out := os.Stdout
-	fmt.Fprintf(out, "\ncompare-engines: %d cases, namespace %s; each traced with --engine agent, then --engine helper, then real traffic\n", len(cases), ns)
-	var rows []compareRow
-	for i, c := range cases {
-		if c.before != nil {
-			c.before()
-		}
-		if c.want != "" {
-			// The policies take a moment to reach the agents' flows.
-			waitTraffic(b, c.p, c.want)
-		}
-		args := append([]string{"-n", ns, c.src, c.dst}, protoArgs(c.p)...)
-		if strings.HasPrefix(c.dst, "svc/") {
-			args = []string{"-n", ns, c.src, c.dst, "--tcp", "80"}
-		}
-		agent := compareTrace(b, "agent", args)
-		helper := compareTrace(b, "helper", args)
-		real := realTraffic(b, c.p)
-		row := compareRow{name: c.name, agent: agent, helper: helper, real: real}
-		row.print(out, i+1, len(cases))
-		rows = append(rows, row)
-	}
-	printCompareTable(out, rows)
+	return ns, cases, cleanup
 }
 
 // engineRun is one engine's trace of a case.
@@ -174,7 +219,7 @@ type engineRun struct {
 
 // compareTrace runs `kubectl traceflow ARGS --engine ENGINE -o json
 // --expect any --timeout 20s`.
-func compareTrace(b *testing.B, engine string, args []string) engineRun {
+func compareTrace(b testing.TB, engine string, args []string) engineRun {
 	b.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()

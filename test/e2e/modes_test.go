@@ -69,6 +69,8 @@ var holdsIn = map[string][]string{
 	"TestAntreaHelperWithControllerStopped": antreaOnly,
 	// Helper mode on the real Antrea (issue 14).
 	"TestAntreaHelperClusterNetworkPolicy": antreaOnly,
+	// Helper mode against Antrea's own Traceflow (issue 14, done-when 1).
+	"TestAntreaHelperAgreesWithAgent": antreaOnly,
 	// The network, with real traffic.
 	"TestTrafficWithinAndAcrossNodes":          everyMode,
 	"TestTrafficHairpinThroughService":         everyMode,
