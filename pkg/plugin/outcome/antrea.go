@@ -158,3 +158,40 @@ func Summarised(hops []TimedHop) bool {
 	}
 	return false
 }
+
+// EngineAgent is TraceStarted.Engine for a trace by Antrea's own agents.
+const EngineAgent = "agent"
+
+// summarises reports whether m's hops are a helper's, each table a hop:
+// Antrea's agents report in their own words already (and their hops carry
+// Antrea's componentInfo as table name, without a flow).
+func (m *Model) summarises() bool { return m.Trace.Engine != EngineAgent }
+
+// NodeSummary is what n's hops say in Antrea's words (AntreaSummary), for
+// a helper's trace; an agent's hops as they are.
+func (m *Model) NodeSummary(n *NodeState) []TimedHop {
+	if !m.summarises() {
+		return n.Hops
+	}
+	return AntreaSummary(n.Hops)
+}
+
+// NodeSummarised reports whether NodeSummary leaves out or changes any of
+// n's hops, so that a record should carry them as well.
+func (m *Model) NodeSummarised(n *NodeState) bool { return m.summarises() && Summarised(n.Hops) }
+
+// SummaryOfLast is NodeSummary's view of the last hop node reported, and
+// false where the summary leaves it out: what a renderer that prints hops
+// as they come shows.
+func (m *Model) SummaryOfLast(node string) (report.Observation, bool) {
+	for _, n := range m.Nodes {
+		if n.Name != node || len(n.Hops) == 0 {
+			continue
+		}
+		if !m.summarises() {
+			return n.Hops[len(n.Hops)-1].Observation, true
+		}
+		return AntreaViewOfLast(n.Hops)
+	}
+	return report.Observation{}, false
+}

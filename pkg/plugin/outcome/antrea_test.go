@@ -121,3 +121,39 @@ func TestAntreaSummary(t *testing.T) {
 
 // d reports whether two observation lists differ.
 func d(a, b []report.Observation) bool { return cmp.Diff(a, b) != "" }
+
+// Antrea's agents speak in their own words already: their hops, whose
+// table name is Antrea's componentInfo and which carry no flow, are never
+// summarised (a rule's Forwarded would otherwise be left out).
+func TestAgentHopsAreNotSummarised(t *testing.T) {
+	agentHops := []report.Observation{
+		{Component: report.ComponentForwarding, Action: report.ActionReceived},
+		{Component: report.ComponentNetworkPolicy, ComponentInfo: "IngressRule", Action: report.ActionForwarded, NetworkPolicy: "AntreaClusterNetworkPolicy:allow", NetworkPolicyRule: "allow-80"},
+		{Component: report.ComponentForwarding, ComponentInfo: "Output", Action: report.ActionDelivered},
+	}
+	for _, engine := range []string{EngineAgent, "helper"} {
+		m := &Model{}
+		m.Apply(TraceStarted{Engine: engine})
+		for _, o := range agentHops {
+			m.Apply(Observed{Hop: Hop{Node: "n2", Role: report.RoleReceiver, Observation: o, TableName: o.ComponentInfo}})
+		}
+		var got []report.Observation
+		for _, h := range m.NodeSummary(m.Nodes[0]) {
+			got = append(got, h.Observation)
+		}
+		if engine == EngineAgent {
+			if d := cmp.Diff(agentHops, got); d != "" || m.NodeSummarised(m.Nodes[0]) {
+				t.Errorf("agent's hops changed (-want +got):\n%s", d)
+			}
+			if o, ok := m.SummaryOfLast("n2"); !ok || o != agentHops[2] {
+				t.Errorf("SummaryOfLast = %+v, %v", o, ok)
+			}
+			continue
+		}
+		// The same list as a helper's (no flow: no rule seen) loses the rule:
+		// which is why an agent's hops are left alone.
+		if len(got) != 2 {
+			t.Errorf("a helper's hops without a rule flow: %+v, want Received and Delivered", got)
+		}
+	}
+}

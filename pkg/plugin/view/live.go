@@ -111,7 +111,7 @@ func (l *Live) path(m *outcome.Model, fold bool) []string {
 		lines = append(lines, s.node.Render("● "+esc(n.Name))+s.dim.Render(" "+role+nodeState(n)))
 		hops := n.Hops
 		if !l.Explain {
-			hops = outcome.AntreaSummary(hops) // Antrea's words; --explain shows every table
+			hops = m.NodeSummary(n) // Antrea's words; --explain shows every table
 		}
 		for j := 0; j < len(hops); {
 			k := j

@@ -50,7 +50,7 @@ func (p Plain) line(m *outcome.Model, u outcome.Update) string {
 			// Antrea's words: only the hops Antrea's agent reports, as it
 			// reports them; -o wide prints every table.
 			var ok bool
-			if o, ok = outcome.AntreaViewOfLast(nodeHops(m, h.Node)); !ok {
+			if o, ok = m.SummaryOfLast(h.Node); !ok {
 				return ""
 			}
 		}
@@ -67,16 +67,6 @@ func (p Plain) line(m *outcome.Model, u outcome.Update) string {
 		return kv("verdict", "result", string(u.Verdict), "predicted", trueOrEmpty(u.Predicted()), "reason", u.Reason)
 	}
 	return ""
-}
-
-// nodeHops are the hops of node so far.
-func nodeHops(m *outcome.Model, node string) []outcome.TimedHop {
-	for _, n := range m.Nodes {
-		if n.Name == node {
-			return n.Hops
-		}
-	}
-	return nil
 }
 
 // Summary is the one line a CI log reader looks for: pass or fail, the

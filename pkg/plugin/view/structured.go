@@ -41,10 +41,10 @@ func Record(m *outcome.Model, base *traceflow.Traceflow) *traceflow.Traceflow {
 			continue
 		}
 		r := report.NodeResult{Node: n.Name, Role: n.Role, Timestamp: n.Hops[0].At.Unix()}
-		for _, h := range outcome.AntreaSummary(n.Hops) {
+		for _, h := range m.NodeSummary(n) {
 			r.Observations = append(r.Observations, h.Observation)
 		}
-		if outcome.Summarised(n.Hops) {
+		if m.NodeSummarised(n) {
 			for _, h := range n.Hops {
 				r.TableHops = append(r.TableHops, report.TableHop{Table: h.TableID, TableName: h.TableName,
 					Flow: h.Flow, Cookie: cookieHex(h.Cookie), Observation: h.Observation})
