@@ -49,24 +49,22 @@ func BenchmarkCompareEngines(b *testing.B) {
 	printCompareTable(out, rows)
 }
 
-// Issue 14, done-when 1 (the cases that cross no Antrea-native policy;
-// those wait for the helper's handling of conjunctive flows): helper and
-// agent give the same verdict, real traffic's, and the same hop lists node
-// by node (component, action, componentInfo, translatedDstIP, tunnelDstIP,
-// and the policy where Antrea names one).
+// Issue 14, done-when 1, as far as it holds: on every case helper and
+// agent give the same verdict, real traffic's; on the cases that cross no
+// Antrea-native policy also the same hop lists node by node (component,
+// action, componentInfo, translatedDstIP, tunnelDstIP, and the policy where
+// Antrea names one). Across Antrea-native policies the helper names no
+// policy yet, and sees a reject at Output (see the README).
 func TestAntreaHelperAgreesWithAgent(t *testing.T) {
 	requireLab(t)
 	ns, cases, cleanup := compareCases(t)
 	defer cleanup()
 	for _, c := range cases {
-		if c.native {
-			continue
-		}
 		t.Run(c.name, func(t *testing.T) {
 			r := c.run(t, ns)
 			var b strings.Builder
 			r.print(&b, 1, 1)
-			if !r.verdictsAgree() || !agrees(r.helper, r.real) || !agrees(r.agent, r.real) || !r.hopsAgree() {
+			if !r.verdictsAgree() || !agrees(r.helper, r.real) || !agrees(r.agent, r.real) || (!c.native && !r.hopsAgree()) {
 				t.Errorf("helper and agent disagree, or one of them with real traffic:%s", b.String())
 			} else {
 				t.Log(b.String())

@@ -119,30 +119,96 @@ func AntreaView(h Hop, seen map[string]bool) (report.Observation, bool) {
 	return o, false
 }
 
-// AntreaSummary is AntreaView over one node's hops in order.
+// AntreaSummary is AntreaView over one node's hops in order. A rule that
+// the packet matched and that then dropped or rejected it is no rule it
+// was forwarded through: Antrea reports a drop rule at the drop, not as a
+// NetworkPolicy Forwarded (its agent reads the allow rules' conjunction
+// register for that, which a drop rule does not set). So a drop or reject
+// takes back the last rule hop before it, of its own direction (or of
+// either, where the table that ended the path has none, as a reject's
+// Output).
 func AntreaSummary(hops []TimedHop) []TimedHop {
 	seen := map[string]bool{}
 	var out []TimedHop
 	for _, h := range hops {
-		if o, ok := AntreaView(h.Hop, seen); ok {
-			h.Observation = o
+		o, ok := AntreaView(h.Hop, seen)
+		if !ok {
+			continue
+		}
+		if a := o.Action.Normalize(); onAntreaPipeline(h.Hop) && (a == report.ActionDropped || a == report.ActionRejected) {
+			for i := len(out) - 1; i >= 0; i-- {
+				if dir := ruleDirection(out[i].Observation); dir != "" {
+					if d := direction(h.TableName); d == "" || d == dir {
+						out = append(out[:i], out[i+1:]...)
+					}
+					break
+				}
+			}
+		}
+		h.Observation = o
+		out = append(out, h)
+	}
+	return out
+}
+
+// ruleDirection is "Ingress" or "Egress" for a summarised rule hop (a
+// NetworkPolicy Forwarded through a rule), else "".
+func ruleDirection(o report.Observation) string {
+	if o.Component != report.ComponentNetworkPolicy || o.Action.Normalize() != report.ActionForwarded {
+		return ""
+	}
+	return direction(o.ComponentInfo)
+}
+
+// direction is the policy direction an Antrea table name says.
+func direction(table string) string {
+	switch {
+	case strings.Contains(table, "Ingress"):
+		return "Ingress"
+	case strings.Contains(table, "Egress"):
+		return "Egress"
+	}
+	return ""
+}
+
+// ends reports whether h ends its node's part of the path: a verdict, or
+// the output table (into a tunnel, say).
+func ends(h Hop) bool {
+	return h.Observation.Action.Normalize() != report.ActionForwarded && h.Observation.Action.Normalize() != report.ActionReceived ||
+		h.Observation.TunnelDstIP != "" || h.TableName == "Output"
+}
+
+// settled is AntreaSummary of hops as far as it cannot change any more:
+// until the node's path has ended, a rule hop may yet be taken back by a
+// drop, so it waits.
+func settled(hops []TimedHop) []TimedHop {
+	sum := AntreaSummary(hops)
+	if len(hops) > 0 && ends(hops[len(hops)-1].Hop) {
+		return sum
+	}
+	var out []TimedHop
+	for _, h := range sum {
+		if ruleDirection(h.Observation) == "" {
 			out = append(out, h)
 		}
 	}
 	return out
 }
 
-// AntreaViewOfLast is AntreaView of the last of a node's hops, given the
-// ones before it: what a renderer that prints hops as they come shows.
-func AntreaViewOfLast(hops []TimedHop) (report.Observation, bool) {
+// AntreaNew is what the last of a node's hops adds to its summary, for a
+// renderer that prints hops as they come: nothing, or one or more
+// observations (a rule hop waits for the end of the node's path, then
+// comes before it). Printed in turn, they make AntreaSummary.
+func AntreaNew(hops []TimedHop) []report.Observation {
 	if len(hops) == 0 {
-		return report.Observation{}, false
+		return nil
 	}
-	seen := map[string]bool{}
-	for _, h := range hops[:len(hops)-1] {
-		AntreaView(h.Hop, seen)
+	before, now := settled(hops[:len(hops)-1]), settled(hops)
+	var out []report.Observation
+	for _, h := range now[min(len(before), len(now)):] {
+		out = append(out, h.Observation)
 	}
-	return AntreaView(hops[len(hops)-1].Hop, seen)
+	return out
 }
 
 // Summarised reports whether AntreaSummary changes anything of hops.
@@ -180,18 +246,18 @@ func (m *Model) NodeSummary(n *NodeState) []TimedHop {
 // n's hops, so that a record should carry them as well.
 func (m *Model) NodeSummarised(n *NodeState) bool { return m.summarises() && Summarised(n.Hops) }
 
-// SummaryOfLast is NodeSummary's view of the last hop node reported, and
-// false where the summary leaves it out: what a renderer that prints hops
-// as they come shows.
-func (m *Model) SummaryOfLast(node string) (report.Observation, bool) {
+// NewInSummary is what the last hop node reported adds to NodeSummary
+// (AntreaNew), for a renderer that prints hops as they come; for an
+// agent's trace, that hop as it is.
+func (m *Model) NewInSummary(node string) []report.Observation {
 	for _, n := range m.Nodes {
 		if n.Name != node || len(n.Hops) == 0 {
 			continue
 		}
 		if !m.summarises() {
-			return n.Hops[len(n.Hops)-1].Observation, true
+			return []report.Observation{n.Hops[len(n.Hops)-1].Observation}
 		}
-		return AntreaViewOfLast(n.Hops)
+		return AntreaNew(n.Hops)
 	}
-	return report.Observation{}, false
+	return nil
 }

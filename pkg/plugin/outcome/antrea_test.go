@@ -54,6 +54,21 @@ func TestAntreaSummary(t *testing.T) {
 		th(17, "EgressRule", "priority=0", fwd(np, "EgressRule")),
 		th(18, "EgressDefaultRule", "priority=200,ip,reg0=0x5/0xffff", report.Observation{Component: np, ComponentInfo: "EgressDefaultRule", Action: report.ActionDropped, NetworkPolicy: "ns/deny"}),
 	}
+	// An Antrea-native drop rule: its conjunction flow sends the packet to
+	// IngressMetric, which drops it. Not a rule it was forwarded through.
+	acnpDrop := []TimedHop{
+		th(4, spoof, "priority=200,ip,in_port=5", fwd(report.ComponentSpoofGuard, spoof)),
+		th(22, "AntreaPolicyIngressRule", "priority=14900,conj_id=3,tcp", fwd(np, "AntreaPolicyIngressRule")),
+		th(25, "IngressMetric", "priority=200,reg0=0x400000/0x400000,reg3=0x3", report.Observation{Component: np, ComponentInfo: "IngressMetric", Action: report.ActionDropped}),
+	}
+	// A reject rule, whose end the helper sees at Output; an egress rule
+	// that let the packet out stays.
+	rejectAfterEgressAllow := []TimedHop{
+		th(4, spoof, "priority=200,ip,in_port=5", fwd(report.ComponentSpoofGuard, spoof)),
+		th(12, "AntreaPolicyEgressRule", "priority=14900,conj_id=9,tcp", fwd(np, "AntreaPolicyEgressRule")),
+		th(22, "AntreaPolicyIngressRule", "priority=14900,conj_id=4,tcp", fwd(np, "AntreaPolicyIngressRule")),
+		th(27, output, "priority=200", report.Observation{Component: fw, ComponentInfo: output, Action: report.ActionRejected}),
+	}
 	ovn := []TimedHop{
 		{Hop: Hop{Node: "n1", TableID: 8, Observation: fwd(fw, "ls_in_check_port_sec (sw1)")}},
 		{Hop: Hop{Node: "n1", TableID: 44, Observation: report.Observation{Component: np, ComponentInfo: "ls_out_acl (sw1)", Action: report.ActionDropped}}},
@@ -84,6 +99,15 @@ func TestAntreaSummary(t *testing.T) {
 			{Component: report.ComponentSpoofGuard, Action: report.ActionForwarded},
 			{Component: np, ComponentInfo: "EgressDefaultRule", Action: report.ActionDropped, NetworkPolicy: "ns/deny"},
 		}},
+		{"drop rule", acnpDrop, []report.Observation{
+			{Component: report.ComponentSpoofGuard, Action: report.ActionForwarded},
+			{Component: np, ComponentInfo: "IngressMetric", Action: report.ActionDropped},
+		}},
+		{"reject rule after an egress allow", rejectAfterEgressAllow, []report.Observation{
+			{Component: report.ComponentSpoofGuard, Action: report.ActionForwarded},
+			{Component: np, ComponentInfo: "EgressRule", Action: report.ActionForwarded},
+			{Component: fw, ComponentInfo: output, Action: report.ActionRejected},
+		}},
 		{"not Antrea's pipeline: every hop as it is", ovn, obs(ovn)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -108,9 +132,7 @@ func TestAntreaSummary(t *testing.T) {
 			// A renderer printing hops as they come shows the same.
 			var streamed []report.Observation
 			for i := range tc.hops {
-				if o, ok := AntreaViewOfLast(tc.hops[:i+1]); ok {
-					streamed = append(streamed, o)
-				}
+				streamed = append(streamed, AntreaNew(tc.hops[:i+1])...)
 			}
 			if d := cmp.Diff(tc.want, streamed); d != "" {
 				t.Errorf("hop by hop (-want +got):\n%s", d)
@@ -145,8 +167,8 @@ func TestAgentHopsAreNotSummarised(t *testing.T) {
 			if d := cmp.Diff(agentHops, got); d != "" || m.NodeSummarised(m.Nodes[0]) {
 				t.Errorf("agent's hops changed (-want +got):\n%s", d)
 			}
-			if o, ok := m.SummaryOfLast("n2"); !ok || o != agentHops[2] {
-				t.Errorf("SummaryOfLast = %+v, %v", o, ok)
+			if d := cmp.Diff(agentHops[2:], m.NewInSummary("n2")); d != "" {
+				t.Errorf("NewInSummary (-want +got):\n%s", d)
 			}
 			continue
 		}

@@ -24,12 +24,16 @@ type Plain struct {
 
 // Write renders u, which has just been applied to m.
 func (p Plain) Write(m *outcome.Model, u outcome.Update) error {
-	line := p.line(m, u)
-	if line == "" {
+	text := p.line(m, u)
+	if text == "" {
 		return nil
 	}
-	_, err := fmt.Fprintf(p.W, "%-9s %s\n", "+"+fmtDur(sub(u.When(), m.Started)), line)
-	return err
+	for _, line := range strings.Split(text, "\n") {
+		if _, err := fmt.Fprintf(p.W, "%-9s %s\n", "+"+fmtDur(sub(u.When(), m.Started)), line); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (p Plain) line(m *outcome.Model, u outcome.Update) string {
@@ -45,28 +49,37 @@ func (p Plain) line(m *outcome.Model, u outcome.Update) string {
 		return kv("injected", "node", u.Node)
 	case outcome.Observed:
 		h := u.Hop
-		o := h.Observation
-		if !p.Explain {
-			// Antrea's words: only the hops Antrea's agent reports, as it
-			// reports them; -o wide prints every table.
-			var ok bool
-			if o, ok = m.SummaryOfLast(h.Node); !ok {
-				return ""
-			}
-		}
-		fields := []string{"node", h.Node, "component", string(o.Component), "action", string(o.Action.Normalize()),
-			"inferred", trueOrEmpty(h.Inferred()), "info", o.ComponentInfo, "since_injection", fmtDur(m.Since(u.Time))}
-		fields = append(fields, detailFields(o)...)
 		if p.Explain {
-			fields = append(fields, "table", tableRef(h), "flow", h.Flow, "cookie", cookieHex(h.Cookie))
+			return p.hop(m, u, h.Observation, true)
 		}
-		return kv("hop", fields...)
+		// Antrea's words: only what Antrea's agent reports, as it reports
+		// it (a rule hop waits for the end of the node's path, which may
+		// show it was the rule that dropped the packet); -o wide prints
+		// every table.
+		var lines []string
+		for _, o := range m.NewInSummary(h.Node) {
+			lines = append(lines, p.hop(m, u, o, false))
+		}
+		return strings.Join(lines, "\n")
 	case outcome.Warning:
 		return kv("warning", "node", u.Node, "message", u.Message)
 	case outcome.Finished:
 		return kv("verdict", "result", string(u.Verdict), "predicted", trueOrEmpty(u.Predicted()), "reason", u.Reason)
 	}
 	return ""
+}
+
+// hop is the line of observation o, seen with u; explain adds u's table,
+// flow and cookie.
+func (p Plain) hop(m *outcome.Model, u outcome.Observed, o report.Observation, explain bool) string {
+	h := u.Hop
+	fields := []string{"node", h.Node, "component", string(o.Component), "action", string(o.Action.Normalize()),
+		"inferred", trueOrEmpty(o.Inferred), "info", o.ComponentInfo, "since_injection", fmtDur(m.Since(u.Time))}
+	fields = append(fields, detailFields(o)...)
+	if explain {
+		fields = append(fields, "table", tableRef(h), "flow", h.Flow, "cookie", cookieHex(h.Cookie))
+	}
+	return kv("hop", fields...)
 }
 
 // Summary is the one line a CI log reader looks for: pass or fail, the
