@@ -31,8 +31,10 @@ fmt: ## format the Go code
 	gofmt -w $$(git ls-files '*.go')
 
 .PHONY: vet
-vet: ## go vet every package, build tags included
+vet: ## go vet every package, build tags included; the plugin also as the release builds it for darwin and windows
 	go vet -tags integration,e2e ./...
+	GOOS=darwin go vet ./cmd/kubectl-traceflow/ ./pkg/plugin/...
+	GOOS=windows go vet ./cmd/kubectl-traceflow/ ./pkg/plugin/...
 
 $(GOLANGCI):
 	GOBIN=$(dir $(GOLANGCI)) go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_VERSION)

@@ -77,7 +77,7 @@ func (a *abandon) exitNow(stderr io.Writer) {
 	if args != nil {
 		if self, err := os.Executable(); err == nil {
 			c := exec.Command(self, args...) //nolint:gosec // this very binary, with arguments the trace built
-			c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+			c.SysProcAttr = detached()
 			if c.Start() == nil {
 				msg += "; removing the trace's helper pods, tag claim and record in the background (if anything is left, run `kubectl traceflow cleanup`)"
 			}
