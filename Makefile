@@ -67,7 +67,7 @@ E2E_MODES ?= lab ovn antrea
 test-e2e: build ## end to end in the lab, once per mode in E2E_MODES: brings it up (or reuses it), runs the built binaries through kubectl
 	@rc=0; for mode in $(E2E_MODES); do \
 	  TFLAB_CNI=$$mode hack/timed.sh "e2e ($$mode)" bash -o pipefail -c \
-	    'TRACEFLOW_CI=1 go test -json -count=1 -tags e2e -timeout 60m ./test/e2e/... | $(TESTSUMMARY) -label "e2e ($$TFLAB_CNI)" -forbid-skips' || rc=1; \
+	    'TRACEFLOW_CI=1 go test -json -count=1 -tags e2e -timeout 60m ./test/e2e/... | $(TESTSUMMARY) -label "e2e ($$TFLAB_CNI)" -forbid-skips' || { rc=1; test/lab/lab.sh errors $$mode || true; }; \
 	done; exit $$rc
 
 .PHONY: bench-e2e

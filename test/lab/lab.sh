@@ -6,7 +6,10 @@
 #                    one takes the lab down and up again)
 #   lab.sh down      stop everything and undo every namespace, mount, cgroup,
 #                    interface, sysctl and file the lab created, in either mode
-#                    (also after a crash)
+#                    (also after a crash); the logs are kept in
+#                    $TFLAB_LOGKEEP/MODE (default /var/log/traceflow-lab/MODE)
+#   lab.sh errors [MODE]   the last error lines of the dataplane's logs (the running
+#                    lab's, else the kept ones)
 #   lab.sh status    what is running and which CNI (exit 0 when the whole lab is up)
 #   lab.sh exec NODE CMD...   run CMD in a node's network, mount and UTS namespaces
 #   lab.sh images    rebuild the images and import them into every running node
@@ -43,6 +46,8 @@ done
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 S=${TFLAB_STATE:-/run/traceflow-lab}
+# Where `down` keeps the last lab's logs, per mode.
+LOGKEEP=${TFLAB_LOGKEEP:-/var/log/traceflow-lab}
 NODES=${TFLAB_NODES:-2}
 # A running lab keeps the node count it was started with.
 if [ -z "${TFLAB_NODES:-}" ] && [ -s "$S/node-count" ]; then NODES=$(cat "$S/node-count"); fi
@@ -350,6 +355,13 @@ down() {
   if [ -f "$S/host-dirs" ]; then
     while read -r d; do rmdir "$d" 2>/dev/null || true; done < <(sort -ru "$S/host-dirs")
   fi
+  # The logs outlive the lab, one copy per mode, replaced by the next
+  # down: a failure seen in CI can be read after the lab is gone.
+  if [ -d "$S/logs" ]; then
+    local mode=${RUNNING_CNI:-$CNI}
+    rm -rf "${LOGKEEP:?}/$mode" && mkdir -p "$LOGKEEP" && cp -r "$S/logs" "$LOGKEEP/$mode" &&
+      log "the lab's logs are kept in $LOGKEEP/$mode"
+  fi
   rm -rf "$S"
   log "lab down in $((SECONDS - t0))s"
 }
@@ -403,5 +415,17 @@ case "${1:-}" in
     { [ -d "$S" ] && healthy; } || die "the lab is not up: make lab-up"
     build; images
     for i in $(seq 1 "$NODES"); do import_images "$(node_name "$i")"; done ;;
-  *) echo "usage: $0 up|down|status|exec NODE CMD...|images|antrea-controller stop|start|restart DAEMON" >&2; exit 2 ;;
+  errors)
+    # What went wrong in the dataplane of the last lab of a mode, from its
+    # logs (the running lab's, else the kept ones): the last error lines of
+    # the CNI's agents and controllers and of each ovs-vswitchd (klog's E,
+    # OVS's ERR). Kubelet and API server logs are too noisy here to help.
+    d=$LOGKEEP/${2:-$CNI}
+    if [ -d "$S/logs" ] && [ "${2:-$CNI}" = "$RUNNING_CNI" ]; then d=$S/logs; fi
+    [ -d "$d" ] || die "no kept logs in $d"
+    for f in "$d"/*antrea*.log "$d"/*ovn*.log "$d"/*lab-agent*.log "$d"/*ovs-vswitchd.ovs.log; do
+      lines=$(grep -aE '^E[0-9]{4} |\|ERR\|' "$f" | tail -n 15) || true
+      [ -z "$lines" ] || printf '==== %s\n%s\n' "$f" "$lines"
+    done ;;
+  *) echo "usage: $0 up|down|status|exec NODE CMD...|images|antrea-controller stop|start|restart DAEMON|errors [MODE]" >&2; exit 2 ;;
 esac

@@ -260,9 +260,34 @@ func (f *follower) apply(tf *traceflow.Traceflow) (ending, bool) {
 		return ending{v, outcome.Describe(v, *at, f.dst), nil}, true
 	case traceflow.PhaseFailed:
 		v, reason, err := failure(tf.Status.Reason)
+		if v == outcome.Incomplete {
+			// Antrea times a trace out when the sender's or the
+			// receiver's result is missing, even where an agent saw
+			// the packet's end: the lab's Antrea once lost the sender's
+			// write while the receiver reported a drop. What an agent
+			// saw is the packet's fate; the missing part is said.
+			if dv, at := outcome.Decide(f.path()); at != nil {
+				f.decided = at
+				return ending{dv, outcome.Describe(dv, *at, f.dst) + "; " + f.missing(tf.Status.Reason), nil}, true
+			}
+		}
 		return ending{v, reason, err}, true
 	}
 	return ending{}, false
+}
+
+// missing says whose part a trace that Antrea timed out lacks.
+func (f *follower) missing(reason string) string {
+	for _, s := range f.nodes {
+		if s.role == report.RoleSender {
+			return fmt.Sprintf("Antrea ended the trace with %q before every agent reported", reason)
+		}
+	}
+	sender := "the source pod's node"
+	if f.r.SourceNode != "" {
+		sender = f.r.SourceNode
+	}
+	return fmt.Sprintf("the sender's hops are missing: Antrea ended the trace with %q before the agent on %s reported", reason, sender)
 }
 
 // path is every hop in path order: the sender's first, then the others in

@@ -219,6 +219,43 @@ func TestAgentFailures(t *testing.T) {
 	}
 }
 
+// Antrea timed the trace out because the sender's result never came, but
+// the receiver's agent saw the drop: the verdict is the drop it saw, and the
+// reason says whose part is missing. A timed-out trace whose hops end
+// nowhere stays Incomplete.
+func TestAgentTimeoutAfterAnEndWasSeen(t *testing.T) {
+	s := statuses(t, "recorded-sender-missing-timeout.json")
+	out, m, err := run(t, newFakeServer(writes(s)...), 1, false)
+	if err != nil || out.Verdict != outcome.Dropped {
+		t.Fatalf("verdict %s, err %v; want Dropped, seen by the receiver", out.Verdict, err)
+	}
+	if out.Decided == nil || out.Decided.Node != "tf-node-2" || out.Decided.TableName != "IngressDefaultRule" {
+		t.Errorf("decided at %+v, want tf-node-2's IngressDefaultRule", out.Decided)
+	}
+	for _, want := range []string{"dropped on tf-node-2 by table IngressDefaultRule", "sender's hops are missing", `"Traceflow timeout"`, "agent on tf-node-1"} {
+		if !strings.Contains(out.Reason, want) {
+			t.Errorf("reason %q does not say %q", out.Reason, want)
+		}
+	}
+	if code, _ := outcome.ExitCode(out.Verdict, outcome.ExpectDelivered, outcome.DestinationPod); code != exitcode.Verdict {
+		t.Errorf("exit %d, want %d", code, exitcode.Verdict)
+	}
+	if pathOf(m) != "tf-node-2(Receiver)" {
+		t.Errorf("path %s", pathOf(m))
+	}
+
+	// The same timeout where the receiver saw only the packet arrive.
+	arrived := s[1]
+	arrived.Results = []report.NodeResult{s[1].Results[0]}
+	arrived.Results[0].Observations = arrived.Results[0].Observations[:1]
+	failed := arrived
+	failed.Phase, failed.Reason = traceflow.PhaseFailed, "Traceflow timeout"
+	out, _, err = run(t, newFakeServer(step{status: &s[0]}, step{status: &arrived}, step{status: &failed}), 1, false)
+	if err != nil || out.Verdict != outcome.Incomplete || out.Decided != nil {
+		t.Errorf("verdict %s decided %+v err %v; want Incomplete, decided nowhere", out.Verdict, out.Decided, err)
+	}
+}
+
 // A status whose result list shrinks (rewritten by another writer, or an
 // older object from a relist) neither panics nor shows a hop twice.
 func TestAgentShrinkingResults(t *testing.T) {
