@@ -51,6 +51,7 @@ var holdsIn = map[string][]string{
 	"TestPluginRunsThroughKubectl":             everyMode,
 	"TestWatchWithoutResourceVersionStaysOpen": everyMode,
 	"TestCompletionThroughKubectl":             everyMode,
+	"TestTraceWithShortRequestTimeout":         everyMode,
 	"TestZZLabDownLeavesNothing":               everyMode,
 	"TestEveryTestDeclaresItsModes":            everyMode,
 	// The lab's Antrea mode (issue 12).

@@ -82,7 +82,7 @@ func (o *TraceOptions) trace(ctx context.Context, c *Clients, res *resolve.Resul
 	}
 	leases := c.Kube.CoordinationV1().Leases(o.helperNamespace)
 	r := &helpermode.Runner{
-		Cluster: helpermode.NewCluster(c.Kube, c.RESTConfig),
+		Cluster: helpermode.NewCluster(c.Kube, c.Streams, c.RESTConfig),
 		Tags: &tagalloc.Allocator{
 			Leases:    leases,
 			ServerNow: tagalloc.ServerClock(leases, time.Now),

@@ -85,7 +85,7 @@ func runCommandWith(t testing.TB, args []string, setup func(*fake.Clientset), ob
 					crdResource():                  "CustomResourceDefinitionList",
 				})
 			return &Clients{Namespace: ns, Lookup: resolve.FromClientset(res.kube),
-				Traceflows: traceflow.NewClient(res.dyn), Dynamic: res.dyn, Kube: res.kube}, nil
+				Traceflows: traceflow.NewClient(res.dyn, nil), Dynamic: res.dyn, Kube: res.kube}, nil
 		},
 		Suffix:     func() string { return "x7k2q" },
 		IsTerminal: func(any) bool { return false },

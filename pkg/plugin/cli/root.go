@@ -38,7 +38,12 @@ type Clients struct {
 	Dynamic dynamic.Interface
 	// Kube runs traces: helper pods, tag claims, engine detection.
 	Kube kubernetes.Interface
-	// RESTConfig serves streams (attach to a helper's stdin); may be nil.
+	// Streams serves the calls that last as long as a trace (watches,
+	// helper logs): Kube without --request-timeout, which bounds every
+	// other call. Nil means Kube.
+	Streams kubernetes.Interface
+	// RESTConfig serves attach to a helper's stdin, without
+	// --request-timeout either; may be nil.
 	RESTConfig *rest.Config
 	// ServerNow is the API server's clock as of its latest response (the
 	// Date header), so that the age of Antrea's heartbeats is judged with
@@ -176,7 +181,23 @@ func Connect(cf *genericclioptions.ConfigFlags) (*Clients, error) {
 	if err != nil {
 		return nil, exitcode.Errorf(exitcode.Setup, "making a Kubernetes client: %w; check the cluster entry of the kubeconfig", err)
 	}
-	return &Clients{Namespace: ns, Lookup: resolve.FromClientset(cs), Traceflows: traceflow.NewClient(dyn), Dynamic: dyn, Kube: cs, RESTConfig: cfg, ServerNow: clock.Now}, nil
+	// --request-timeout is the http.Client's Timeout, which also ends a
+	// response body being read: a watch or a log stream would end after
+	// it. Those take the trace's context instead (its --timeout, Ctrl-C).
+	long := rest.CopyConfig(api)
+	long.Timeout = 0
+	streams, err := kubernetes.NewForConfig(long)
+	if err != nil {
+		return nil, exitcode.Errorf(exitcode.Setup, "making a Kubernetes client: %w; check the cluster entry of the kubeconfig", err)
+	}
+	dynStreams, err := dynamic.NewForConfig(long)
+	if err != nil {
+		return nil, exitcode.Errorf(exitcode.Setup, "making a Kubernetes client: %w; check the cluster entry of the kubeconfig", err)
+	}
+	attach := rest.CopyConfig(cfg)
+	attach.Timeout = 0
+	return &Clients{Namespace: ns, Lookup: resolve.FromClientset(cs), Traceflows: traceflow.NewClient(dyn, dynStreams), Dynamic: dyn,
+		Kube: cs, Streams: streams, RESTConfig: attach, ServerNow: clock.Now}, nil
 }
 
 // isTerminal reports whether w is a character device (a terminal).

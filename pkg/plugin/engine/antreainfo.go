@@ -138,20 +138,33 @@ type ServerClock struct {
 
 // Wrap is a rest.Config WrapTransport.
 func (c *ServerClock) Wrap(rt http.RoundTripper) http.RoundTripper {
-	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
-		resp, err := rt.RoundTrip(req)
-		if err == nil {
-			if d, perr := http.ParseTime(resp.Header.Get("Date")); perr == nil {
-				c.mu.Lock()
-				if d.After(c.date) {
-					c.date = d
-				}
-				c.mu.Unlock()
-			}
-		}
-		return resp, err
-	})
+	return &clockTripper{c: c, rt: rt}
 }
+
+// clockTripper notes the Date of every response. It names the round
+// tripper it wraps, so that client-go can cancel a request through it when
+// --request-timeout runs out (without, it logs "unable to cancel request").
+type clockTripper struct {
+	c  *ServerClock
+	rt http.RoundTripper
+}
+
+func (t *clockTripper) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.rt.RoundTrip(req)
+	if err == nil {
+		if d, perr := http.ParseTime(resp.Header.Get("Date")); perr == nil {
+			t.c.mu.Lock()
+			if d.After(t.c.date) {
+				t.c.date = d
+			}
+			t.c.mu.Unlock()
+		}
+	}
+	return resp, err
+}
+
+// WrappedRoundTripper is k8s.io/apimachinery's utilnet.RoundTripperWrapper.
+func (t *clockTripper) WrappedRoundTripper() http.RoundTripper { return t.rt }
 
 // Now returns the API server's time as of its latest response, and false
 // before any response carried a Date.
@@ -160,7 +173,3 @@ func (c *ServerClock) Now() (time.Time, bool) {
 	defer c.mu.Unlock()
 	return c.date, !c.date.IsZero()
 }
-
-type roundTripperFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

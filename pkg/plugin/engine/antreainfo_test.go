@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
@@ -237,5 +238,16 @@ func TestRecordedAntreaInfos(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// client-go cancels a request that ran past --request-timeout through the
+// round trippers it wraps; the clock's must name the one it wraps, or
+// client-go logs "unable to cancel request" on the user's terminal.
+func TestServerClockWrapperUnwraps(t *testing.T) {
+	inner := http.DefaultTransport
+	w, ok := (&ServerClock{}).Wrap(inner).(utilnet.RoundTripperWrapper)
+	if !ok || w.WrappedRoundTripper() != inner {
+		t.Fatalf("the clock's round tripper does not unwrap to the transport it wraps")
 	}
 }

@@ -45,13 +45,21 @@ type Cluster interface {
 	Attach(ctx context.Context, namespace, pod string, stdin io.Reader) error
 }
 
-// NewCluster returns a Cluster over a clientset; cfg serves attach, which
-// streams over its own connection.
-func NewCluster(cs kubernetes.Interface, cfg *rest.Config) Cluster { return clientsetCluster{cs, cfg} }
+// NewCluster returns a Cluster over a clientset. Watches and log streams,
+// which last as long as the trace, go through streams where it is not nil
+// (a clientset without --request-timeout); cfg serves attach, which streams
+// over its own connection.
+func NewCluster(cs, streams kubernetes.Interface, cfg *rest.Config) Cluster {
+	if streams == nil {
+		streams = cs
+	}
+	return clientsetCluster{cs, streams, cfg}
+}
 
 type clientsetCluster struct {
-	cs  kubernetes.Interface
-	cfg *rest.Config
+	cs      kubernetes.Interface
+	streams kubernetes.Interface
+	cfg     *rest.Config
 }
 
 func traceSelector(trace string) string {
@@ -86,11 +94,11 @@ func (c clientsetCluster) deletePods(ctx context.Context, namespace, trace strin
 }
 
 func (c clientsetCluster) WatchPods(ctx context.Context, namespace, trace string) (watch.Interface, error) {
-	return c.cs.CoreV1().Pods(namespace).Watch(ctx, metav1.ListOptions{LabelSelector: traceSelector(trace)})
+	return c.streams.CoreV1().Pods(namespace).Watch(ctx, metav1.ListOptions{LabelSelector: traceSelector(trace)})
 }
 
 func (c clientsetCluster) WatchEvents(ctx context.Context, namespace string) (watch.Interface, error) {
-	return c.cs.CoreV1().Events(namespace).Watch(ctx, metav1.ListOptions{
+	return c.streams.CoreV1().Events(namespace).Watch(ctx, metav1.ListOptions{
 		FieldSelector: fields.OneTermEqualSelector("involvedObject.kind", "Pod").String(),
 	})
 }
@@ -121,7 +129,7 @@ func (c clientsetCluster) Attach(ctx context.Context, namespace, pod string, std
 }
 
 func (c clientsetCluster) Logs(ctx context.Context, namespace, pod string) (io.ReadCloser, error) {
-	return c.cs.CoreV1().Pods(namespace).GetLogs(pod, &corev1.PodLogOptions{
+	return c.streams.CoreV1().Pods(namespace).GetLogs(pod, &corev1.PodLogOptions{
 		Container: helperpod.ContainerName,
 		Follow:    true,
 	}).Stream(ctx)

@@ -34,13 +34,19 @@ type Client interface {
 }
 
 // NewClient returns a Client over the dynamic client: no generated
-// clientset is needed for one resource.
-func NewClient(dyn dynamic.Interface) Client {
-	return &dynamicClient{res: dyn.Resource(GroupVersionResource)}
+// clientset is needed for one resource. Watches go through streams where
+// it is not nil: a client without --request-timeout, which would cut a
+// watch that lasts as long as the trace.
+func NewClient(dyn, streams dynamic.Interface) Client {
+	if streams == nil {
+		streams = dyn
+	}
+	return &dynamicClient{res: dyn.Resource(GroupVersionResource), watches: streams.Resource(GroupVersionResource)}
 }
 
 type dynamicClient struct {
-	res dynamic.NamespaceableResourceInterface
+	res     dynamic.NamespaceableResourceInterface
+	watches dynamic.NamespaceableResourceInterface
 }
 
 func (c *dynamicClient) Create(ctx context.Context, tf *Traceflow) (*Traceflow, error) {
@@ -96,7 +102,7 @@ func (c *dynamicClient) List(ctx context.Context, selector string) ([]Traceflow,
 }
 
 func (c *dynamicClient) Watch(ctx context.Context, name, resourceVersion string) (watch.Interface, error) {
-	return c.res.Watch(ctx, metav1.ListOptions{
+	return c.watches.Watch(ctx, metav1.ListOptions{
 		FieldSelector:   fields.OneTermEqualSelector("metadata.name", name).String(),
 		ResourceVersion: resourceVersion,
 	})

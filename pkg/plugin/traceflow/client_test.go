@@ -18,7 +18,7 @@ import (
 func newFakeClient() (*dynamicfake.FakeDynamicClient, Client) {
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
 		map[schema.GroupVersionResource]string{GroupVersionResource: ListKind})
-	return dyn, NewClient(dyn)
+	return dyn, NewClient(dyn, nil)
 }
 
 func sample() *Traceflow {
