@@ -98,6 +98,16 @@ func TestFaultAPIServerRestarted(t *testing.T) {
 	// Flows of a helper that could not confirm expire with the trace's
 	// timeout.
 	nothingLeftAnywhere(t, 30*time.Second)
+
+	// At once after the outage, the kubelets' Leases are as old as the
+	// outage (no kubelet could renew); a trace must not take that for a
+	// stopped kubelet (pkg/plugin/helpermode/nodelease.go).
+	for _, n := range labNodes {
+		t.Logf("Lease of %s renewed at %s (now %s)", n.name,
+			mustKubectl(t, "get", "lease", "-n", "kube-node-lease", n.name, "-o", "jsonpath={.spec.renewTime}"), time.Now().UTC().Format(time.RFC3339Nano))
+	}
+	r := runTrace(t, "-n", f.ns, "a", "b", "--tcp", "80")
+	checkAgainstTraffic(t, r, realTraffic(t, probe{f.ns, "a", "tcp", f.pods["b"].Status.PodIP, 80}), "")
 }
 
 // Row 2: ovs-vswitchd restarted on the receiver's node while the helpers

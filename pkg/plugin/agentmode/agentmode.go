@@ -263,18 +263,29 @@ func (f *follower) apply(tf *traceflow.Traceflow) (ending, bool) {
 		if v == outcome.Incomplete {
 			// Antrea times a trace out when the sender's or the
 			// receiver's result is missing, even where an agent saw
-			// the packet's end: the lab's Antrea once lost the sender's
-			// write while the receiver reported a drop. What an agent
-			// saw is the packet's fate; the missing part is said.
+			// the packet's end: an agent's status write can be lost
+			// (lostWrite). What an agent saw is the packet's fate; the
+			// missing part is said.
 			if dv, at := outcome.Decide(f.path()); at != nil {
 				f.decided = at
 				return ending{dv, outcome.Describe(dv, *at, f.dst) + "; " + f.missing(tf.Status.Reason), nil}, true
 			}
+			reason = f.reported(reason)
 		}
 		return ending{v, reason, err}, true
 	}
 	return ending{}, false
 }
+
+// lostWrite is why an agent's result can be missing although its agent
+// saw the packet: Antrea v2.3.2's agent writes its result with an update
+// that it retries on a conflict five times, 10 ms apart, each time from its
+// informer's cache (HandlePacketIn in pkg/agent/controller/traceflow). When
+// the other node's agent wrote first and that write reaches the cache later
+// than that, the result is dropped and logged as "PacketIn handler failed
+// to process packet". The lab measured the second write of an inter-node
+// trace up to 47 ms after the first.
+const lostWrite = "an agent's result is lost when two agents write at once and its retries (5 within about 50 ms) read a stale cache; its log says \"PacketIn handler failed to process packet\""
 
 // missing says whose part a trace that Antrea timed out lacks.
 func (f *follower) missing(reason string) string {
@@ -287,7 +298,16 @@ func (f *follower) missing(reason string) string {
 	if f.r.SourceNode != "" {
 		sender = f.r.SourceNode
 	}
-	return fmt.Sprintf("the sender's hops are missing: Antrea ended the trace with %q before the agent on %s reported", reason, sender)
+	return fmt.Sprintf("the sender's hops are missing: Antrea ended the trace with %q before the agent on %s reported (%s)", reason, sender, lostWrite)
+}
+
+// reported says, for a trace Antrea timed out with no end in sight, which
+// agents reported.
+func (f *follower) reported(reason string) string {
+	if len(f.order) == 0 {
+		return reason + "; no agent reported"
+	}
+	return fmt.Sprintf("%s; only the agent on %s reported, and none saw the packet's end: the packet may have been lost on its way, or another agent's result was lost (%s)", reason, strings.Join(f.order, ", "), lostWrite)
 }
 
 // path is every hop in path order: the sender's first, then the others in

@@ -254,6 +254,9 @@ func TestAgentTimeoutAfterAnEndWasSeen(t *testing.T) {
 	if err != nil || out.Verdict != outcome.Incomplete || out.Decided != nil {
 		t.Errorf("verdict %s decided %+v err %v; want Incomplete, decided nowhere", out.Verdict, out.Decided, err)
 	}
+	if !strings.Contains(out.Reason, "only the agent on tf-node-2 reported") {
+		t.Errorf("the reason does not say whose result came: %q", out.Reason)
+	}
 }
 
 // A status whose result list shrinks (rewritten by another writer, or an

@@ -7,6 +7,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // A stopped kubelet: the Node stays Ready for the node controller's grace
@@ -15,8 +16,16 @@ import (
 // says it sooner: it renews its Lease in kube-node-lease every quarter of
 // the Lease's duration (10 s of 40 s). The rule: a node whose Lease was
 // last renewed more than half its duration ago (two renewals missed), by
-// the API server's clock, has no running kubelet, and a helper pod that
+// the API server's clock, and is still not renewed a quarter of its
+// duration plus 2 s later, has no running kubelet, and a helper pod that
 // has not started there never will.
+//
+// The second look is for an API server that was away: no kubelet could
+// renew meanwhile, and each renews within one period once it answers again
+// (its lease controller retries at least every 7 s, and renews every 10 s).
+// A CI run traced 7 s after the lab's API server came back from a 15 s
+// restart and was told the receiver's kubelet had stopped: its Lease was
+// 22 s old, and it was renewed a second later.
 
 // staleFraction is the part of the Lease's duration after which an
 // unrenewed Lease means the kubelet has stopped.
@@ -30,14 +39,27 @@ const defaultNodeLeaseDuration = 40 * time.Second
 // API server briefly away): the kubelet's renewal period.
 const recheckAfter = 10 * time.Second
 
+// leaseDuration is the Lease's duration, or the kubelet's default.
+func leaseDuration(l *coordinationv1.Lease) time.Duration {
+	if l.Spec.LeaseDurationSeconds != nil && *l.Spec.LeaseDurationSeconds > 0 {
+		return time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second
+	}
+	return defaultNodeLeaseDuration
+}
+
+// leaseConfirm is how long a stale Lease is given to be renewed before its
+// kubelet counts as stopped.
+func (r *Runner) leaseConfirm(l *coordinationv1.Lease) time.Duration {
+	if r.LeaseConfirm > 0 {
+		return r.LeaseConfirm
+	}
+	return leaseDuration(l)/4 + 2*time.Second
+}
+
 // leaseVerdict says whether lease is stale at serverNow and, if not, how
 // long until it would be.
 func leaseVerdict(l *coordinationv1.Lease, serverNow time.Time) (age time.Duration, stale bool, until time.Duration) {
-	dur := defaultNodeLeaseDuration
-	if l.Spec.LeaseDurationSeconds != nil && *l.Spec.LeaseDurationSeconds > 0 {
-		dur = time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second
-	}
-	limit := dur / staleFraction
+	limit := leaseDuration(l) / staleFraction
 	if l.Spec.RenewTime == nil {
 		return 0, false, limit
 	}
@@ -54,13 +76,16 @@ type nodeDown struct {
 	age  time.Duration
 }
 
-// watchNode reads node's Lease when it would go stale and says so on down
-// if it has; a Lease renewed meanwhile re-arms the check for the moment it
-// would go stale next. It stops when ctx ends, or when the Lease cannot be
-// read for want of rights or because the node has none.
+// watchNode reads node's Lease when it would go stale and, if it has, once
+// more after leaseConfirm; still not renewed then, it says so on down. A
+// Lease renewed meanwhile re-arms the check for the moment it would go
+// stale next. It stops when ctx ends, or when the Lease cannot be read for
+// want of rights or because the node has none.
 func (t *tracer) watchNode(ctx context.Context, node string, down chan<- nodeDown) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
+	// pending is the renewal a stale reading saw, awaiting the second look.
+	var pending *metav1.MicroTime
 	for {
 		select {
 		case <-ctx.Done():
@@ -82,6 +107,11 @@ func (t *tracer) watchNode(ctx context.Context, node string, down chan<- nodeDow
 			}
 		}
 		age, stale, until := leaseVerdict(l, now)
+		if stale && (pending == nil || !pending.Equal(l.Spec.RenewTime)) {
+			pending = l.Spec.RenewTime
+			timer.Reset(t.r.leaseConfirm(l))
+			continue
+		}
 		if stale {
 			select {
 			case down <- nodeDown{node: node, age: age}:
@@ -89,6 +119,7 @@ func (t *tracer) watchNode(ctx context.Context, node string, down chan<- nodeDow
 			}
 			return
 		}
+		pending = nil
 		// The server's clock is known to the second (its Date header):
 		// look a second after the moment.
 		timer.Reset(until + time.Second)

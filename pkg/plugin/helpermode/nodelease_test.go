@@ -60,6 +60,7 @@ func TestStoppedKubeletFailsNamingTheNode(t *testing.T) {
 	})
 	var reads atomic.Int32
 	h.runner.ServerNow = func() (time.Time, bool) { return serverNow, true }
+	h.runner.LeaseConfirm = 300 * time.Millisecond
 	h.runner.NodeLease = func(_ context.Context, node string) (*coordinationv1.Lease, error) {
 		reads.Add(1)
 		if node == "n2" {
@@ -79,8 +80,8 @@ func TestStoppedKubeletFailsNamingTheNode(t *testing.T) {
 			t.Errorf("message %q lacks %q", err, want)
 		}
 	}
-	if d := time.Since(start); d > 5*time.Second {
-		t.Errorf("took %s: the stale Lease should end the trace at once", d)
+	if d := time.Since(start); d > 5*time.Second || d < h.runner.LeaseConfirm {
+		t.Errorf("took %s: the stale Lease should end the trace once it stayed unrenewed for %s", d, h.runner.LeaseConfirm)
 	}
 	if len(h.cluster.deleted) != 1 || h.leases(t) != 0 {
 		t.Errorf("left behind: deleted=%v leases=%d", h.cluster.deleted, h.leases(t))
@@ -124,5 +125,44 @@ func TestRenewedLeaseRearms(t *testing.T) {
 	}
 	if n := reads.Load(); n != 2 {
 		t.Errorf("%d reads, want 2", n)
+	}
+}
+
+// An API server that was away: every Lease is stale when it answers again,
+// and each kubelet renews within one period. A stale Lease renewed before
+// the second look is no stopped kubelet.
+func TestStaleLeaseRenewedBeforeTheSecondLook(t *testing.T) {
+	var reads atomic.Int32
+	second := make(chan struct{})
+	tr := &tracer{r: &Runner{Now: time.Now, LeaseConfirm: 200 * time.Millisecond}}
+	start := time.Now()
+	tr.r.NodeLease = func(_ context.Context, _ string) (*coordinationv1.Lease, error) {
+		switch reads.Add(1) {
+		case 1: // 22 s old: the API server just came back
+			return nodeLease(time.Now().Add(-22 * time.Second)), nil
+		case 2: // the kubelet got through
+			close(second)
+			return nodeLease(time.Now()), nil
+		}
+		return nodeLease(time.Now()), nil
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	down := make(chan nodeDown, 1)
+	go tr.watchNode(ctx, "n2", down)
+	select {
+	case <-second:
+	case d := <-down:
+		t.Fatalf("a stale Lease called the node down at the first look: %+v", d)
+	case <-time.After(5 * time.Second):
+		t.Fatal("no second look")
+	}
+	if d := time.Since(start); d < tr.r.LeaseConfirm {
+		t.Errorf("second look after %s, before LeaseConfirm %s", d, tr.r.LeaseConfirm)
+	}
+	select {
+	case d := <-down:
+		t.Fatalf("a Lease renewed before the second look called the node down: %+v", d)
+	case <-time.After(500 * time.Millisecond):
 	}
 }
