@@ -37,7 +37,11 @@ func agentTrace(t *testing.T, args ...string) traceRun {
 		if !strings.Contains(r.stderr, "engine: agent (") {
 			t.Fatalf("--engine auto did not pick Antrea: %s", r.stderr)
 		}
-		line := antreaLostResult(t, r)
+		name := ""
+		if r.record != nil {
+			name = r.record.Name
+		}
+		line := antreaLostResult(t, name)
 		if line == "" {
 			return r
 		}
@@ -52,10 +56,10 @@ func agentTrace(t *testing.T, args ...string) traceRun {
 }
 
 // antreaLostResult is the line of an agent's log that says it failed to
-// write its result for r's Traceflow, or "".
-func antreaLostResult(t *testing.T, r traceRun) string {
+// write its result for the Traceflow called name, or "".
+func antreaLostResult(t testing.TB, name string) string {
 	t.Helper()
-	if r.record == nil || r.record.Name == "" {
+	if name == "" {
 		return ""
 	}
 	for _, n := range labNodes {
@@ -64,7 +68,7 @@ func antreaLostResult(t *testing.T, r traceRun) string {
 			t.Fatalf("reading the agent's log: %v", err)
 		}
 		for _, line := range strings.Split(string(b), "\n") {
-			if strings.Contains(line, "PacketIn handler failed to process packet") && strings.Contains(line, r.record.Name) {
+			if strings.Contains(line, "PacketIn handler failed to process packet") && strings.Contains(line, name) {
 				return n.name + ": " + line
 			}
 		}

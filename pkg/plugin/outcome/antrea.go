@@ -2,6 +2,7 @@ package outcome
 
 import (
 	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/report"
@@ -63,6 +64,75 @@ func onAntreaPipeline(h Hop) bool {
 // conjunction id its clause flows set.
 var conjMatch = regexp.MustCompile(`(^|,)conj_id=\d+`)
 
+// conjIDMatch is the conjunction id in a rule table's flow (conj_id=N) or
+// in a metric table's flow for a deny or reject rule (reg3=N, where the
+// rule flow loaded it: Antrea's APConjIDField).
+var conjIDMatch = regexp.MustCompile(`(?:^|,)(?:conj_id|reg3)=(0x[0-9a-fA-F]+|\d+)`)
+
+// UnknownPolicy is the policy name of a hop that went through, or ended
+// at, a rule of a policy the helper cannot name.
+const UnknownPolicy = "unknown"
+
+// nativeRuleWhy says why a rule known by its conjunction id (as a flow
+// prints it: decimal in conj_id, hexadecimal in a register) has no name.
+func nativeRuleWhy(conj string) string {
+	if n, err := strconv.ParseUint(conj, 0, 32); err == nil {
+		conj = strconv.FormatUint(n, 10)
+	}
+	return "conjunction " + conj + ": the node's flows know the rule by that id only, and only Antrea's agent maps it to its policy (antctl get ovsflows on the node, or --engine agent)"
+}
+
+// AntreaRuleEnd reports, for a hop that dropped or rejected the probe on
+// Antrea's pipeline, the metric table and conjunction id of the policy
+// rule that decided it: the hop itself when a metric table's flow for a
+// rule dropped it, or, for a reject (which Antrea carries out through a
+// controller action in its Output table), the last metric table hop of
+// the same node before it. hops are the path's hops before end.
+func AntreaRuleEnd(hops []TimedHop, end Hop) (table, conj string, ok bool) {
+	a := end.Observation.Action.Normalize()
+	if !antreaTables[end.TableName] || (a != report.ActionDropped && a != report.ActionRejected) {
+		return "", "", false
+	}
+	metric := func(h Hop) (string, bool) {
+		if h.TableName != "IngressMetric" && h.TableName != "EgressMetric" {
+			return "", false
+		}
+		m := conjIDMatch.FindStringSubmatch(h.Flow)
+		if m == nil {
+			return "", false
+		}
+		return m[1], true
+	}
+	if c, ok := metric(end); ok {
+		return end.TableName, c, true
+	}
+	if end.TableName != "Output" || a != report.ActionRejected {
+		return "", "", false
+	}
+	for i := len(hops) - 1; i >= 0; i-- {
+		if hops[i].Node != end.Node {
+			continue
+		}
+		if c, ok := metric(hops[i].Hop); ok {
+			return hops[i].TableName, c, true
+		}
+	}
+	return "", "", false
+}
+
+// NameAntreaRule gives a hop that ended at an Antrea-native policy rule
+// (AntreaRuleEnd) the policy "unknown" and the reason, where nothing names
+// it yet.
+func NameAntreaRule(hops []TimedHop, end Hop) (report.Observation, bool) {
+	o := end.Observation
+	_, conj, ok := AntreaRuleEnd(hops, end)
+	if !ok || o.NetworkPolicy != "" {
+		return o, false
+	}
+	o.NetworkPolicy, o.NetworkPolicyRule = UnknownPolicy, nativeRuleWhy(conj)
+	return o, true
+}
+
 // srcMatch is the source address a spoof guard flow matches on.
 var srcMatch = regexp.MustCompile(`(^|,)(?:nw_src|ipv6_src)=([0-9a-fA-F.:]+)(,|$| )`)
 
@@ -108,12 +178,16 @@ func AntreaView(h Hop, seen map[string]bool) (report.Observation, bool) {
 		return o, once("spoofguard")
 	case o.Component == report.ComponentNetworkPolicy && conjMatch.MatchString(h.Flow):
 		// A rule flow let the packet through: Antrea names the table of
-		// Kubernetes and Antrea-native rules alike by the direction.
+		// Kubernetes and Antrea-native rules alike by the direction, and
+		// the rule's policy, which the helper cannot.
 		info := "IngressRule"
 		if strings.Contains(h.TableName, "Egress") {
 			info = "EgressRule"
 		}
 		o.ComponentInfo = info
+		if m := conjIDMatch.FindStringSubmatch(h.Flow); m != nil && o.NetworkPolicy == "" {
+			o.NetworkPolicy, o.NetworkPolicyRule = UnknownPolicy, nativeRuleWhy(m[1])
+		}
 		return o, once(info)
 	}
 	return o, false
@@ -134,6 +208,12 @@ func AntreaSummary(hops []TimedHop) []TimedHop {
 		o, ok := AntreaView(h.Hop, seen)
 		if !ok {
 			continue
+		}
+		if table, _, ok := AntreaRuleEnd(hops, h.Hop); ok && h.TableName == "Output" {
+			// Antrea reports a reject at the rule's metric table, where
+			// its agent reads the rule from; the helper saw it carried
+			// out by the Output table's controller action.
+			o.Component, o.ComponentInfo = report.ComponentNetworkPolicy, table
 		}
 		if a := o.Action.Normalize(); onAntreaPipeline(h.Hop) && (a == report.ActionDropped || a == report.ActionRejected) {
 			for i := len(out) - 1; i >= 0; i-- {

@@ -67,7 +67,8 @@ func TestAntreaSummary(t *testing.T) {
 		th(4, spoof, "priority=200,ip,in_port=5", fwd(report.ComponentSpoofGuard, spoof)),
 		th(12, "AntreaPolicyEgressRule", "priority=14900,conj_id=9,tcp", fwd(np, "AntreaPolicyEgressRule")),
 		th(22, "AntreaPolicyIngressRule", "priority=14900,conj_id=4,tcp", fwd(np, "AntreaPolicyIngressRule")),
-		th(27, output, "priority=200", report.Observation{Component: fw, ComponentInfo: output, Action: report.ActionRejected}),
+		th(25, "IngressMetric", "priority=200,reg0=0x400/0x400,reg3=0x4", fwd(np, "IngressMetric")),
+		th(27, output, "priority=200,reg0=0x4400000/0xfe600000", report.Observation{Component: fw, ComponentInfo: output, Action: report.ActionRejected}),
 	}
 	ovn := []TimedHop{
 		{Hop: Hop{Node: "n1", TableID: 8, Observation: fwd(fw, "ls_in_check_port_sec (sw1)")}},
@@ -92,7 +93,7 @@ func TestAntreaSummary(t *testing.T) {
 		}},
 		{"receiver through an ACNP allow rule", receiverACNP, []report.Observation{
 			{Component: fw, Action: report.ActionReceived},
-			{Component: np, ComponentInfo: "IngressRule", Action: report.ActionForwarded},
+			{Component: np, ComponentInfo: "IngressRule", Action: report.ActionForwarded, NetworkPolicy: UnknownPolicy, NetworkPolicyRule: nativeRuleWhy("7")},
 			{Component: fw, ComponentInfo: output, Action: report.ActionDelivered, Pod: "ns/b", Inferred: true},
 		}},
 		{"egress default drop", egressDrop, []report.Observation{
@@ -105,8 +106,9 @@ func TestAntreaSummary(t *testing.T) {
 		}},
 		{"reject rule after an egress allow", rejectAfterEgressAllow, []report.Observation{
 			{Component: report.ComponentSpoofGuard, Action: report.ActionForwarded},
-			{Component: np, ComponentInfo: "EgressRule", Action: report.ActionForwarded},
-			{Component: fw, ComponentInfo: output, Action: report.ActionRejected},
+			{Component: np, ComponentInfo: "EgressRule", Action: report.ActionForwarded, NetworkPolicy: UnknownPolicy, NetworkPolicyRule: nativeRuleWhy("9")},
+			// Where Antrea reports a reject: the rule's metric table.
+			{Component: np, ComponentInfo: "IngressMetric", Action: report.ActionRejected},
 		}},
 		{"not Antrea's pipeline: every hop as it is", ovn, obs(ovn)},
 	} {
@@ -177,5 +179,44 @@ func TestAgentHopsAreNotSummarised(t *testing.T) {
 		if len(got) != 2 {
 			t.Errorf("a helper's hops without a rule flow: %+v, want Received and Delivered", got)
 		}
+	}
+}
+
+// A drop or reject by an Antrea-native rule is known on the node only by
+// its conjunction id: the policy is "unknown", with the id and why. An
+// isolation drop (a default rule table) and a pipeline that is not
+// Antrea's are left to other explanations.
+func TestNameAntreaRule(t *testing.T) {
+	np, fw := report.ComponentNetworkPolicy, report.ComponentForwarding
+	metric := th(25, "IngressMetric", "priority=200,reg0=0x400/0x400,reg3=0x3", report.Observation{Component: np, ComponentInfo: "IngressMetric", Action: report.ActionForwarded})
+	other := metric
+	other.Node = "n2" // th puts every hop on n1
+	reject := th(27, "Output", "priority=200,reg0=0x4400000/0xfe600000", report.Observation{Component: fw, ComponentInfo: "Output", Action: report.ActionRejected})
+	drop := metric
+	drop.Observation.Action = report.ActionDropped
+	isolation := th(24, "IngressDefaultRule", "priority=200,reg1=0x5", report.Observation{Component: np, ComponentInfo: "IngressDefaultRule", Action: report.ActionDropped})
+	ovnDrop := TimedHop{Hop: Hop{Node: "n2", TableID: 44, TableName: "ls_out_acl", Flow: "reg3=0x3", Observation: report.Observation{Component: np, Action: report.ActionDropped}}}
+	for _, tc := range []struct {
+		name       string
+		before     []TimedHop
+		end        TimedHop
+		table, why string
+	}{
+		{"drop in the metric table", nil, drop, "IngressMetric", nativeRuleWhy("3")},
+		{"reject at Output after the rule's metric table", []TimedHop{metric}, reject, "IngressMetric", nativeRuleWhy("3")},
+		{"reject at Output, the metric hop on another node", []TimedHop{other}, reject, "", ""},
+		{"isolation drop", nil, isolation, "", ""},
+		{"not Antrea's pipeline", nil, ovnDrop, "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			table, _, ok := AntreaRuleEnd(tc.before, tc.end.Hop)
+			o, named := NameAntreaRule(tc.before, tc.end.Hop)
+			if table != tc.table || ok != (tc.table != "") || named != ok {
+				t.Fatalf("table %q ok %v named %v; want %q", table, ok, named, tc.table)
+			}
+			if ok && (o.NetworkPolicy != UnknownPolicy || o.NetworkPolicyRule != tc.why) {
+				t.Errorf("policy %q rule %q", o.NetworkPolicy, o.NetworkPolicyRule)
+			}
+		})
 	}
 }
