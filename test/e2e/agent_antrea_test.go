@@ -41,18 +41,31 @@ func agentTrace(t *testing.T, args ...string) traceRun {
 		if r.record != nil {
 			name = r.record.Name
 		}
-		line := antreaLostResult(t, name)
-		if line == "" {
+		if !antreaLostRun(t, run, name, r.stderr) {
 			return r
 		}
-		t.Logf("Antrea's agent lost its result for this trace (run %d): %s", run, line)
-		if !strings.Contains(r.stderr, "sender's hops are missing") && !strings.Contains(r.stderr, "only the agent on") {
-			t.Errorf("Antrea lost a result, and the plugin does not say whose part is missing: %s", r.stderr)
-		}
-		if run == 2 {
-			t.Fatalf("Antrea lost a result in two traces in a row")
-		}
 	}
+}
+
+// antreaLostRun reports whether Antrea's agent lost its result for run
+// number run of an agent trace (its Traceflow called name, the plugin's
+// stderr), so that the run is to be made again: it checks first that the
+// plugin said whose part is missing, and fails the test at a second loss
+// in a row.
+func antreaLostRun(tb testing.TB, run int, name, stderr string) bool {
+	tb.Helper()
+	line := antreaLostResult(tb, name)
+	if line == "" {
+		return false
+	}
+	tb.Logf("Antrea's agent lost its result for this trace (run %d): %s", run, line)
+	if !strings.Contains(stderr, "sender's hops are missing") && !strings.Contains(stderr, "only the agent on") {
+		tb.Errorf("Antrea lost a result, and the plugin does not say whose part is missing: %s", stderr)
+	}
+	if run == 2 {
+		tb.Fatalf("Antrea lost a result in two traces in a row")
+	}
+	return true
 }
 
 // antreaLostResult is the line of an agent's log that says it failed to

@@ -104,17 +104,7 @@ func TestRenewedLeaseRearms(t *testing.T) {
 			return nodeLease(time.Now()), nil
 		}
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	down := make(chan nodeDown, 1)
-	go tr.watchNode(ctx, "n2", down)
-	select {
-	case <-renewed:
-	case d := <-down:
-		t.Fatalf("called down: %+v", d)
-	case <-time.After(10 * time.Second):
-		t.Fatal("the Lease was not read again when it would have gone stale")
-	}
+	down := watchUntil(t, tr, renewed, 10*time.Second, "the Lease was not read again when it would have gone stale")
 	if d := time.Since(start); d < time.Second {
 		t.Errorf("read again after %s, before the Lease could be stale", d)
 	}
@@ -146,17 +136,7 @@ func TestStaleLeaseRenewedBeforeTheSecondLook(t *testing.T) {
 		}
 		return nodeLease(time.Now()), nil
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	down := make(chan nodeDown, 1)
-	go tr.watchNode(ctx, "n2", down)
-	select {
-	case <-second:
-	case d := <-down:
-		t.Fatalf("a stale Lease called the node down at the first look: %+v", d)
-	case <-time.After(5 * time.Second):
-		t.Fatal("no second look")
-	}
+	down := watchUntil(t, tr, second, 5*time.Second, "no second look")
 	if d := time.Since(start); d < tr.r.LeaseConfirm {
 		t.Errorf("second look after %s, before LeaseConfirm %s", d, tr.r.LeaseConfirm)
 	}
@@ -165,4 +145,24 @@ func TestStaleLeaseRenewedBeforeTheSecondLook(t *testing.T) {
 		t.Fatalf("a Lease renewed before the second look called the node down: %+v", d)
 	case <-time.After(500 * time.Millisecond):
 	}
+}
+
+// watchUntil watches node n2's kubelet with tr until read is closed (the
+// read the test waits for), failing if the node is called down first or
+// read does not come within wait; it returns the channel on which a later
+// down would come. The watch ends with the test.
+func watchUntil(t *testing.T, tr *tracer, read <-chan struct{}, wait time.Duration, missing string) <-chan nodeDown {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	down := make(chan nodeDown, 1)
+	go tr.watchNode(ctx, "n2", down)
+	select {
+	case <-read:
+	case d := <-down:
+		t.Fatalf("called down before the read: %+v", d)
+	case <-time.After(wait):
+		t.Fatal(missing)
+	}
+	return down
 }
