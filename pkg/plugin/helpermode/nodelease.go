@@ -7,7 +7,6 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // A stopped kubelet: the Node stays Ready for the node controller's grace
@@ -16,16 +15,19 @@ import (
 // says it sooner: it renews its Lease in kube-node-lease every quarter of
 // the Lease's duration (10 s of 40 s). The rule: a node whose Lease was
 // last renewed more than half its duration ago (two renewals missed), by
-// the API server's clock, and is still not renewed a quarter of its
-// duration plus 2 s later, has no running kubelet, and a helper pod that
-// has not started there never will.
+// the API server's clock, while the API server has been answering the
+// plugin for at least a quarter of that duration plus 2 s, has no running
+// kubelet, and a helper pod that has not started there never will.
 //
-// The second look is for an API server that was away: no kubelet could
-// renew meanwhile, and each renews within one period once it answers again
-// (its lease controller retries at least every 7 s, and renews every 10 s).
-// A CI run traced 7 s after the lab's API server came back from a 15 s
-// restart and was told the receiver's kubelet had stopped: its Lease was
-// 22 s old, and it was renewed a second later.
+// The second condition is for an API server that was away: no kubelet
+// could renew meanwhile, and each renews within one period once it answers
+// again (its lease controller retries at least every 7 s, and renews every
+// 10 s). A CI run traced 7 s after the lab's API server came back from a
+// 15 s restart and was told the receiver's kubelet had stopped: its Lease
+// was 22 s old, and it was renewed a second later. A Lease that is stale
+// early in a trace is therefore read again once the API server has been
+// answering long enough; a kubelet stopped before or during the trace is
+// still found as soon as its Lease goes stale after that.
 
 // staleFraction is the part of the Lease's duration after which an
 // unrenewed Lease means the kubelet has stopped.
@@ -47,8 +49,8 @@ func leaseDuration(l *coordinationv1.Lease) time.Duration {
 	return defaultNodeLeaseDuration
 }
 
-// leaseConfirm is how long a stale Lease is given to be renewed before its
-// kubelet counts as stopped.
+// leaseConfirm is how long the API server must have been answering before
+// a stale Lease counts as a stopped kubelet.
 func (r *Runner) leaseConfirm(l *coordinationv1.Lease) time.Duration {
 	if r.LeaseConfirm > 0 {
 		return r.LeaseConfirm
@@ -76,16 +78,19 @@ type nodeDown struct {
 	age  time.Duration
 }
 
-// watchNode reads node's Lease when it would go stale and, if it has, once
-// more after leaseConfirm; still not renewed then, it says so on down. A
-// Lease renewed meanwhile re-arms the check for the moment it would go
-// stale next. It stops when ctx ends, or when the Lease cannot be read for
-// want of rights or because the node has none.
+// watchNode reads node's Lease when it would go stale and says so on down
+// if it has, once the API server has answered the watch's reads for
+// leaseConfirm (else it reads again when it will have); a Lease renewed
+// meanwhile re-arms the check for the moment it would go stale next. It
+// stops when ctx ends, or when the Lease cannot be read for want of rights
+// or because the node has none.
 func (t *tracer) watchNode(ctx context.Context, node string, down chan<- nodeDown) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
-	// pending is the renewal a stale reading saw, awaiting the second look.
-	var pending *metav1.MicroTime
+	// answering is since when the API server has answered every read:
+	// since the watch began (the plugin's calls before it were answered),
+	// or since the first read that worked after one that failed.
+	answering := t.r.Now()
 	for {
 		select {
 		case <-ctx.Done():
@@ -97,8 +102,12 @@ func (t *tracer) watchNode(ctx context.Context, node string, down chan<- nodeDow
 		case apierrors.IsForbidden(err) || apierrors.IsNotFound(err):
 			return
 		case err != nil:
+			answering = time.Time{}
 			timer.Reset(recheckAfter)
 			continue
+		}
+		if answering.IsZero() {
+			answering = t.r.Now()
 		}
 		now := t.r.Now()
 		if t.r.ServerNow != nil {
@@ -107,19 +116,17 @@ func (t *tracer) watchNode(ctx context.Context, node string, down chan<- nodeDow
 			}
 		}
 		age, stale, until := leaseVerdict(l, now)
-		if stale && (pending == nil || !pending.Equal(l.Spec.RenewTime)) {
-			pending = l.Spec.RenewTime
-			timer.Reset(t.r.leaseConfirm(l))
-			continue
-		}
 		if stale {
+			if wait := t.r.leaseConfirm(l) - t.r.Now().Sub(answering); wait > 0 {
+				timer.Reset(wait)
+				continue
+			}
 			select {
 			case down <- nodeDown{node: node, age: age}:
 			case <-ctx.Done():
 			}
 			return
 		}
-		pending = nil
 		// The server's clock is known to the second (its Date header):
 		// look a second after the moment.
 		timer.Reset(until + time.Second)

@@ -166,3 +166,31 @@ func watchUntil(t *testing.T, tr *tracer, read <-chan struct{}, wait time.Durati
 	}
 	return down
 }
+
+// A kubelet that stops during the trace, while the API server answers: its
+// Lease is called down at the read where it is stale, with no second look,
+// since the API server has been answering longer than LeaseConfirm.
+func TestLeaseStaleAfterTheAPIServerAnsweredLongEnough(t *testing.T) {
+	var reads atomic.Int32
+	last := time.Now().Add(-20*time.Second + 500*time.Millisecond) // stale in 0.5 s
+	tr := &tracer{r: &Runner{Now: time.Now, LeaseConfirm: 300 * time.Millisecond}}
+	tr.r.NodeLease = func(_ context.Context, _ string) (*coordinationv1.Lease, error) {
+		reads.Add(1)
+		return nodeLease(last), nil
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	down := make(chan nodeDown, 1)
+	go tr.watchNode(ctx, "n2", down)
+	select {
+	case d := <-down:
+		if d.node != "n2" || d.age <= 20*time.Second {
+			t.Errorf("down %+v", d)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a stale Lease was not called down")
+	}
+	if n := reads.Load(); n != 2 {
+		t.Errorf("%d reads, want 2: the one before it went stale, and the one that found it stale", n)
+	}
+}

@@ -84,9 +84,9 @@ type Runner struct {
 	// a helper's node has a running kubelet (nodelease.go).
 	NodeLease func(ctx context.Context, node string) (*coordinationv1.Lease, error)
 	ServerNow func() (time.Time, bool)
-	// LeaseConfirm is how long a stale Lease must stay unrenewed before
-	// its kubelet counts as stopped (0: a quarter of the Lease's duration
-	// plus 2 s; see nodelease.go).
+	// LeaseConfirm is how long the API server must have been answering
+	// before a stale Lease counts as a stopped kubelet (0: a quarter of the
+	// Lease's duration plus 2 s; see nodelease.go).
 	LeaseConfirm time.Duration
 }
 
