@@ -104,21 +104,21 @@ var holdsIn = map[string][]string{
 	// Its own etcd and API server, whatever the lab runs: once is enough.
 	"TestAgentModeWithoutEtcdProgressNotify": labOnly,
 	"TestLiveViewInTmux":                     labOnly,
-	// Helper-mode traces on the real Antrea are a later issue (its cookies,
-	// conjunctive policy flows and Service groups): lab and OVN only.
-	"TestTraceIntraNodeDelivered":       labAndOVN,
-	"TestTraceInterNodeDelivered":       labAndOVN,
-	"TestTraceServiceLoadBalanced":      labAndOVN,
-	"TestTraceNetworkPolicyDrop":        labAndOVN,
-	"TestTraceMissingPodCreatesNothing": labAndOVN,
-	"TestTraceNodeWithoutOVS":           labAndOVN,
-	"TestTraceEightConcurrent":          labAndOVN,
-	"TestTraceInterruptRemovesHelpers":  labOnly,
-	"TestTraceKilledThenCleanup":        labOnly,
-	"TestTraceHairpinThroughService":    labAndOVN,
+	// Helper-mode traces, in every mode: in the Antrea lab they run with
+	// --engine helper (withEngine), where auto would pick Antrea's agents.
+	"TestTraceIntraNodeDelivered":       everyMode,
+	"TestTraceInterNodeDelivered":       everyMode,
+	"TestTraceServiceLoadBalanced":      everyMode,
+	"TestTraceNetworkPolicyDrop":        everyMode,
+	"TestTraceMissingPodCreatesNothing": everyMode,
+	"TestTraceNodeWithoutOVS":           everyMode,
+	"TestTraceEightConcurrent":          everyMode,
+	"TestTraceInterruptRemovesHelpers":  everyMode,
+	"TestTraceKilledThenCleanup":        everyMode,
+	"TestTraceHairpinThroughService":    everyMode,
 	"TestTraceThroughGateway":           labOnly,
 	"TestTraceRejectAndDrop":            labOnly,
-	"TestTraceRepeatable":               labOnly,
+	"TestTraceRepeatable":               everyMode,
 	// Least privilege (issue 15).
 	"TestTraceAsUserBoundByInstall":      labOnly,
 	"TestTraceHelperNamespaceKubeSystem": labOnly,
@@ -129,7 +129,7 @@ var holdsIn = map[string][]string{
 	"TestCheckBadSuitesCreateNothing":     labOnly,
 	"TestCheckInterruptLeavesNothing":     labOnly,
 	"TestTraceAllEndpoints":               labOnly,
-	"TestTraceSecondInterruptExitsAtOnce": labOnly,
+	"TestTraceSecondInterruptExitsAtOnce": everyMode,
 	// The fault campaign (issue 15).
 	"TestFaultCleanupWhileAnotherTraceRuns": labOnly,
 	"TestFaultRBACVerbMissing":              labOnly,
