@@ -168,36 +168,40 @@ func Connect(cf *genericclioptions.ConfigFlags) (*Clients, error) {
 	// behind the limiter past its budget. The API server's priority and
 	// fairness still protects it.
 	cfg.QPS, cfg.Burst = clientQPS, clientBurst
-	// The API clients note the server's Date on every response; the
-	// streams keep the plain config (an upgrade needs its own transport).
+	// The API clients note the server's Date on every response; attach
+	// keeps the plain config (an upgrade needs its own transport).
 	clock := &engine.ServerClock{}
 	api := rest.CopyConfig(cfg)
 	api.Wrap(clock.Wrap)
-	cs, err := kubernetes.NewForConfig(api)
+	cs, dyn, err := clientsFor(api)
 	if err != nil {
-		return nil, exitcode.Errorf(exitcode.Setup, "making a Kubernetes client: %w; check the cluster entry of the kubeconfig", err)
-	}
-	dyn, err := dynamic.NewForConfig(api)
-	if err != nil {
-		return nil, exitcode.Errorf(exitcode.Setup, "making a Kubernetes client: %w; check the cluster entry of the kubeconfig", err)
+		return nil, err
 	}
 	// --request-timeout is the http.Client's Timeout, which also ends a
 	// response body being read: a watch or a log stream would end after
 	// it. Those take the trace's context instead (its --timeout, Ctrl-C).
 	long := rest.CopyConfig(api)
 	long.Timeout = 0
-	streams, err := kubernetes.NewForConfig(long)
+	streams, dynStreams, err := clientsFor(long)
 	if err != nil {
-		return nil, exitcode.Errorf(exitcode.Setup, "making a Kubernetes client: %w; check the cluster entry of the kubeconfig", err)
-	}
-	dynStreams, err := dynamic.NewForConfig(long)
-	if err != nil {
-		return nil, exitcode.Errorf(exitcode.Setup, "making a Kubernetes client: %w; check the cluster entry of the kubeconfig", err)
+		return nil, err
 	}
 	attach := rest.CopyConfig(cfg)
 	attach.Timeout = 0
 	return &Clients{Namespace: ns, Lookup: resolve.FromClientset(cs), Traceflows: traceflow.NewClient(dyn, dynStreams), Dynamic: dyn,
 		Kube: cs, Streams: streams, RESTConfig: attach, ServerNow: clock.Now}, nil
+}
+
+// clientsFor makes the typed and the dynamic client over cfg.
+func clientsFor(cfg *rest.Config) (kubernetes.Interface, dynamic.Interface, error) {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err == nil {
+		var dyn dynamic.Interface
+		if dyn, err = dynamic.NewForConfig(cfg); err == nil {
+			return cs, dyn, nil
+		}
+	}
+	return nil, nil, exitcode.Errorf(exitcode.Setup, "making a Kubernetes client: %w; check the cluster entry of the kubeconfig", err)
 }
 
 // isTerminal reports whether w is a character device (a terminal).

@@ -62,12 +62,12 @@ func onAntreaPipeline(h Hop) bool {
 
 // conjMatch is how a rule table's flow for a policy rule matches: on the
 // conjunction id its clause flows set.
-var conjMatch = regexp.MustCompile(`(^|,)conj_id=\d+`)
+var conjMatch = regexp.MustCompile(`(?:^|,)conj_id=(\d+)`)
 
-// conjIDMatch is the conjunction id in a rule table's flow (conj_id=N) or
-// in a metric table's flow for a deny or reject rule (reg3=N, where the
-// rule flow loaded it: Antrea's APConjIDField).
-var conjIDMatch = regexp.MustCompile(`(?:^|,)(?:conj_id|reg3)=(0x[0-9a-fA-F]+|\d+)`)
+// metricConjMatch is the conjunction id in a metric table's flow for a
+// deny or reject rule (reg3=N, where the rule flow loaded it: Antrea's
+// APConjIDField).
+var metricConjMatch = regexp.MustCompile(`(?:^|,)reg3=(0x[0-9a-fA-F]+|\d+)`)
 
 // UnknownPolicy is the policy name of a hop that went through, or ended
 // at, a rule of a policy the helper cannot name.
@@ -97,7 +97,7 @@ func AntreaRuleEnd(hops []TimedHop, end Hop) (table, conj string, ok bool) {
 		if h.TableName != "IngressMetric" && h.TableName != "EgressMetric" {
 			return "", false
 		}
-		m := conjIDMatch.FindStringSubmatch(h.Flow)
+		m := metricConjMatch.FindStringSubmatch(h.Flow)
 		if m == nil {
 			return "", false
 		}
@@ -185,8 +185,8 @@ func AntreaView(h Hop, seen map[string]bool) (report.Observation, bool) {
 			info = "EgressRule"
 		}
 		o.ComponentInfo = info
-		if m := conjIDMatch.FindStringSubmatch(h.Flow); m != nil && o.NetworkPolicy == "" {
-			o.NetworkPolicy, o.NetworkPolicyRule = UnknownPolicy, nativeRuleWhy(m[1])
+		if o.NetworkPolicy == "" {
+			o.NetworkPolicy, o.NetworkPolicyRule = UnknownPolicy, nativeRuleWhy(conjMatch.FindStringSubmatch(h.Flow)[1])
 		}
 		return o, once(info)
 	}
@@ -204,12 +204,12 @@ func AntreaView(h Hop, seen map[string]bool) (report.Observation, bool) {
 func AntreaSummary(hops []TimedHop) []TimedHop {
 	seen := map[string]bool{}
 	var out []TimedHop
-	for _, h := range hops {
+	for i, h := range hops {
 		o, ok := AntreaView(h.Hop, seen)
 		if !ok {
 			continue
 		}
-		if table, _, ok := AntreaRuleEnd(hops, h.Hop); ok && h.TableName == "Output" {
+		if table, _, ok := AntreaRuleEnd(hops[:i], h.Hop); ok && h.TableName == "Output" {
 			// Antrea reports a reject at the rule's metric table, where
 			// its agent reads the rule from; the helper saw it carried
 			// out by the Output table's controller action.
