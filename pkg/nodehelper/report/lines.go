@@ -38,6 +38,7 @@ const (
 	TypeResult      LineType = "result"
 	TypeError       LineType = "error"
 	TypeCleanup     LineType = "cleanup"
+	TypeServing     LineType = "serving"
 )
 
 // Line is one JSON line of the helper's output.
@@ -45,6 +46,7 @@ type Line struct {
 	Version     int          `json:"v"`
 	Type        LineType     `json:"type"`
 	Time        time.Time    `json:"time"`
+	Trace       string       `json:"trace,omitempty"`
 	Ready       *Ready       `json:"ready,omitempty"`
 	Observation *Observation `json:"observation,omitempty"`
 	// Hop explains an observation with OVS's own view: table and flow.
@@ -55,6 +57,13 @@ type Line struct {
 	ExitCode *int     `json:"exitCode,omitempty"`
 	Error    *Error   `json:"error,omitempty"`
 	Cleanup  *Cleanup `json:"cleanup,omitempty"`
+	Serving  *Serving `json:"serving,omitempty"`
+}
+
+// Serving says a serve helper reads commands now.
+type Serving struct {
+	Node          string `json:"node,omitempty"`
+	HelperVersion string `json:"helperVersion"`
 }
 
 // Cleanup says what the helper's deletion of its flows left: it is the
@@ -212,6 +221,8 @@ func ParseLine(b []byte) (Line, error) {
 		ok = l.Error != nil
 	case TypeCleanup:
 		ok = l.Cleanup != nil
+	case TypeServing:
+		ok = l.Serving != nil
 	default:
 		return l, fmt.Errorf("helper report line has unknown type %q", l.Type)
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/check"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/exitcode"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/helpermode"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/helperpod"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/install"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/suite"
@@ -48,10 +49,16 @@ type CheckOptions struct {
 	helperNamespace string
 	ovsRunDir       string
 	bridge          string
+	shareHelpers    bool
 
 	// template, when set, is the single-trace command that asked for
 	// --all-endpoints: its packet flags apply to every trace.
 	template *TraceOptions
+
+	// pool and abandon are the run's shared helpers and the cleanup a
+	// second Ctrl-C starts, set by Run.
+	pool    *helpermode.Pool
+	abandon *abandoner
 
 	// Typed inputs, set by Complete.
 	suites   []*suite.Suite
@@ -63,7 +70,7 @@ func newCheckCommand(streams genericiooptions.IOStreams, deps Deps, cf *genericc
 	o := &CheckOptions{IOStreams: streams, configFlags: cf, deps: deps, color: "auto", parallel: defaultParallel,
 		timeout: traceflow.DefaultTimeoutSeconds * time.Second, engine: "auto",
 		helperImage: DefaultHelperImage(), helperNamespace: install.DefaultNamespace,
-		ovsRunDir: helperpod.DefaultOVSRunDir, bridge: helperpod.DefaultBridge}
+		ovsRunDir: helperpod.DefaultOVSRunDir, bridge: helperpod.DefaultBridge, shareHelpers: true}
 	cmd := &cobra.Command{
 		Use:   "check -f FILE",
 		Short: "Run a suite of traces, each with its expectation, for CI: a table or plain lines, JUnit XML, one exit code",
@@ -77,7 +84,13 @@ and the field.
 
 The exit code is 0 when every trace met its expectation, else the worst
 of theirs: 4 (setup failure) before 3 (did not complete) before 2 (wrong
-verdict).`,
+verdict).
+
+With the helper engine, one helper pod per node serves every trace of the
+run (each still with its own tag, cookie and record); the plugin hands it
+the traces through its standard input, which needs create on pods/attach.
+Without that right, or with --share-helpers=false, each trace starts
+helper pods of its own, as a single trace does.`,
 		Example: `  # Run a suite; a table on a terminal, one line per trace when piped
   kubectl traceflow check -f smoke.yaml
 
@@ -112,6 +125,8 @@ verdict).`,
 		"namespace for the helper pods and tag claims; it must allow privileged pods (PodSecurity)")
 	f.StringVar(&o.ovsRunDir, "ovs-rundir", o.ovsRunDir, "the nodes' Open vSwitch run directory (db.sock, BRIDGE.mgmt)")
 	f.StringVar(&o.bridge, "bridge", o.bridge, "the OVS bridge that carries pod traffic")
+	f.BoolVar(&o.shareHelpers, "share-helpers", o.shareHelpers,
+		"helper engine: one helper pod per node for the whole run (needs create on pods/attach); false starts helper pods per trace")
 	return cmd
 }
 
@@ -243,11 +258,15 @@ func (o *CheckOptions) Run(ctx context.Context) error {
 		return err
 	}
 	started := time.Now()
+	o.abandon = newAbandoner(o.deps.Abandon, o.traceOptions(check.Trace{}).cleanupTail())
+	var closePool func() error
+	o.pool, closePool = o.sharedHelpers(ctx, clients, traces)
 	rep := newSuiteReporter(o, traces)
 	runner := &check.Runner{Parallel: o.parallel, Now: time.Now, Run: o.runTrace(clients), Progress: rep.progress}
 	results := runner.RunAll(ctx, traces)
+	poolErr := closePool()
 	code := check.Code(results)
-	err = rep.close(results, code, time.Since(started))
+	err = errors.Join(rep.close(results, code, time.Since(started)), poolErr)
 	if o.junit != "" {
 		if jerr := writeJUnit(o.junit, traces, results, started); jerr != nil {
 			err = errors.Join(err, jerr)
@@ -260,6 +279,45 @@ func (o *CheckOptions) Run(ctx context.Context) error {
 		return exitcode.Errorf(code, "%s", failureSummary(traces, results, err))
 	}
 	return nil
+}
+
+// sharedHelpers returns the run's pool of helpers, one per node, and what
+// removes it; nil where each trace starts its own (--share-helpers=false,
+// no right to attach, or no REST config to attach with). Nothing is
+// created until a helper-mode trace needs a node.
+func (o *CheckOptions) sharedHelpers(ctx context.Context, c *Clients, traces []check.Trace) (*helpermode.Pool, func() error) {
+	none := func() error { return nil }
+	if !o.shareHelpers || o.engine == "agent" || c.RESTConfig == nil || !canAttach(ctx, c.Kube, o.helperNamespace) {
+		return nil, none
+	}
+	longest := time.Duration(0)
+	for _, t := range traces {
+		longest = max(longest, t.Timeout)
+	}
+	waves := (len(traces) + o.parallel - 1) / max(o.parallel, 1)
+	ovnRunDir := ""
+	if o.template != nil {
+		ovnRunDir = o.template.ovnRunDir
+	}
+	run := "tfcheck-" + o.deps.Suffix()
+	pool := helpermode.NewPool(helpermode.PoolConfig{
+		Cluster: helpermode.NewCluster(c.Kube, c.Streams, c.RESTConfig), Namespace: o.helperNamespace,
+		Image: o.helperImage, OVSRunDir: o.ovsRunDir, OVNRunDir: ovnRunDir, Run: run,
+		// Every wave may take a trace's timeout and start-up budget: the
+		// deadline only matters should the plugin die without its attach
+		// ending (the server stops when its standard input ends).
+		Lifetime: time.Duration(waves) * (longest + helpermode.StartupBudget),
+	})
+	forget := o.abandon.add(run)
+	return pool, func() error {
+		c, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		err := pool.Close(c)
+		if err == nil {
+			forget()
+		}
+		return err
+	}
 }
 
 // failureSummary names the traces that missed their expectation.

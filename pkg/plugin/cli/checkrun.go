@@ -68,7 +68,7 @@ func (o *CheckOptions) traceOptions(t check.Trace) *TraceOptions {
 		to = &c
 	}
 	to.IOStreams = genericiooptions.IOStreams{Out: io.Discard, ErrOut: io.Discard}
-	to.configFlags, to.deps = o.configFlags, o.deps
+	to.configFlags, to.deps, to.pool, to.abandon = o.configFlags, o.deps, o.pool, o.abandon
 	to.timeout, to.expect, to.format = t.Timeout, string(t.Expect), outputNone
 	to.engine, to.helperImage, to.helperNamespace, to.ovsRunDir, to.bridge = o.engine, o.helperImage, o.helperNamespace, o.ovsRunDir, o.bridge
 	if to.changed == nil {

@@ -27,7 +27,7 @@ type CleanupOptions struct {
 	allRecords    bool
 	force         bool
 	dryRun        bool
-	trace         string
+	traces        []string
 }
 
 func newCleanupCommand(streams genericiooptions.IOStreams, deps Deps, cf *genericclioptions.ConfigFlags) *cobra.Command {
@@ -60,7 +60,7 @@ The trace's OVS flows need no cleanup: they expire with the trace's timeout.`,
 	f.BoolVar(&o.allRecords, "all-records", false, "also remove finished records kept with --keep")
 	f.BoolVar(&o.force, "force", false, "also remove what belongs to traces that may still be running")
 	f.BoolVar(&o.dryRun, "dry-run", false, "list what would be removed, remove nothing")
-	f.StringVar(&o.trace, "trace", "", "only this trace's helper pods, tag claim and record")
+	f.StringArrayVar(&o.traces, "trace", nil, "only this trace's helper pods, tag claim and record (repeat for several)")
 	_ = f.MarkHidden("trace") // used by an interrupted trace to clean up after itself in the background
 	return cmd
 }
@@ -81,7 +81,7 @@ func (o *CleanupOptions) Run(ctx context.Context) error {
 		return exitcode.Errorf(exitcode.Setup, "read the API server's clock (a dry-run create of a Lease in %s) to tell what is stale: %w; check your RBAC, or use --force", clockNS, err)
 	}
 	removed, err := sweep.Sweep(ctx, c.Kube, c.Traceflows, sweep.Options{Namespace: ns, AllRecords: o.allRecords,
-		Force: o.force, DryRun: o.dryRun, Now: now, Trace: o.trace})
+		Force: o.force, DryRun: o.dryRun, Now: now, Traces: o.traces})
 	verb := "removed"
 	if o.dryRun {
 		verb = "would remove"

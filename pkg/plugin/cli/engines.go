@@ -104,19 +104,28 @@ func (o *TraceOptions) trace(ctx context.Context, c *Clients, res *resolve.Resul
 	if facts.CRDServed {
 		r.InUse = antreaTags(c.Traceflows)
 	}
-	o.deps.Abandon(append([]string{"cleanup", "--force", "--trace", tf.Name, "--helper-namespace", o.helperNamespace,
-		"--request-timeout=5s"}, kubeconfigArgs(o.configFlags)...))
-	defer o.deps.Abandon(nil)
+	ab := o.abandon
+	if ab == nil {
+		ab = newAbandoner(o.deps.Abandon, o.cleanupTail())
+	}
+	defer ab.add(tf.Name)()
 	ho, err := r.Run(ctx, helpermode.Config{
 		Namespace: o.helperNamespace, Image: o.helperImage, OVSRunDir: o.ovsRunDir, OVNRunDir: o.ovnRunDir, Bridge: o.bridge,
 		Timeout: o.timeout, Keep: o.keep,
-		ParallelStart: len(receivers) > 0 && c.RESTConfig != nil && canAttach(ctx, c.Kube, o.helperNamespace),
+		ParallelStart: o.pool == nil && len(receivers) > 0 && c.RESTConfig != nil && canAttach(ctx, c.Kube, o.helperNamespace),
+		Pool:          o.pool,
 	}, helpermode.Plan{
 		Trace: tf.Name, View: started, Sender: res.Source.Node, Receivers: receivers,
 		SenderArgs: senderArgs(res, tf), Record: tf, RecordAsCR: d.RecordAsCR,
 	})
 	out.verdict, out.reason, out.dst, out.decided = ho.Verdict, ho.Reason, dstKind, ho.Decided
 	return out, err
+}
+
+// cleanupTail are the arguments of the cleanup a second Ctrl-C starts that
+// follow its --trace flags.
+func (o *TraceOptions) cleanupTail() []string {
+	return append([]string{"--helper-namespace", o.helperNamespace, "--request-timeout=5s"}, kubeconfigArgs(o.configFlags)...)
 }
 
 // antreaTags returns the dataplane tags of running traces that are not

@@ -13,6 +13,7 @@ import (
 
 	"github.com/kubectl-traceflow/kubectl-traceflow/internal/version"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/exitcode"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/helpermode"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/helperpod"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/install"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/outcome"
@@ -48,6 +49,10 @@ type TraceOptions struct {
 	genericiooptions.IOStreams
 	configFlags *genericclioptions.ConfigFlags
 	deps        Deps
+	// pool and abandon are a check run's: its shared helpers, and the
+	// cleanup of all its running traces (nil for a single trace).
+	pool    *helpermode.Pool
+	abandon *abandoner
 
 	// Flag values, as typed.
 	tcpPort, udpPort int32

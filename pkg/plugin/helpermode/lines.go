@@ -25,6 +25,8 @@ func (t *tracer) onLine(ctx context.Context, m lineMsg) *ending {
 		return nil
 	}
 	switch {
+	case m.problem != "":
+		return t.fail(h, "its node's shared helper "+m.problem)
 	case m.attachErr != nil:
 		if h.ready {
 			return nil // the go got through: the stream just ended badly

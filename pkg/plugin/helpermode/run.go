@@ -40,6 +40,9 @@ type Config struct {
 	// is ready; otherwise the sender starts only then. It needs the right
 	// to attach to pods.
 	ParallelStart bool
+	// Pool, when set, runs the trace's helpers on the nodes' shared
+	// helpers (a check run's) instead of pods of the trace's own.
+	Pool *Pool
 }
 
 // Plan is one trace: where its helpers run and what the sender injects.
@@ -103,9 +106,9 @@ type Outcome struct {
 	Record *traceflow.Traceflow
 }
 
-// startupBudget bounds the time to start the helpers, on top of the trace's
+// StartupBudget bounds the time to start the helpers, on top of the trace's
 // own timeout; it matches the helper pods' activeDeadlineSeconds slack.
-const startupBudget = 60 * time.Second
+const StartupBudget = 60 * time.Second
 
 // cleanupBudget bounds the deletions after the trace, Ctrl-C included.
 const cleanupBudget = 5 * time.Second
@@ -113,7 +116,7 @@ const cleanupBudget = 5 * time.Second
 // Run runs plan and removes what it created before returning, whatever
 // happens: helper pods, the tag's claim and, unless cfg.Keep, the record.
 func (r *Runner) Run(ctx context.Context, cfg Config, plan Plan) (out Outcome, err error) {
-	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout+startupBudget)
+	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout+StartupBudget)
 	defer cancel()
 	// apiAway: the trace ended because the API server went away; the
 	// cleanup then waits for it to come back (apiaway.go).
@@ -175,15 +178,18 @@ func (r *Runner) Run(ctx context.Context, cfg Config, plan Plan) (out Outcome, e
 	life, endLife := context.WithCancel(context.WithoutCancel(ctx))
 	defer endLife()
 	// Watch before creating, so no status change of a helper is missed.
-	pods, err := r.Cluster.WatchPods(life, cfg.Namespace, plan.Trace)
-	if err != nil {
-		return out, apiFailure(err, "watch", "pods", cfg.Namespace)
+	// A pool watches its own pods: the trace has none.
+	var pods, events watch.Interface = watch.NewFake(), watch.NewFake()
+	if cfg.Pool == nil {
+		if pods, err = r.Cluster.WatchPods(life, cfg.Namespace, plan.Trace); err != nil {
+			return out, apiFailure(err, "watch", "pods", cfg.Namespace)
+		}
+		if events, err = r.Cluster.WatchEvents(ctx, cfg.Namespace); err != nil {
+			pods.Stop()
+			return out, apiFailure(err, "watch", "events", cfg.Namespace)
+		}
 	}
 	defer pods.Stop()
-	events, err := r.Cluster.WatchEvents(ctx, cfg.Namespace)
-	if err != nil {
-		return out, apiFailure(err, "watch", "events", cfg.Namespace)
-	}
 	defer events.Stop()
 
 	t := &tracer{r: r, cfg: cfg, plan: plan, tag: claim.Tag, mark: newMark(), rec: rec, life: life, pods: pods, lines: make(chan lineMsg, 16), helpers: map[string]*helper{},
@@ -252,10 +258,12 @@ type lineMsg struct {
 	pod  string
 	line report.Line
 	// text is a line that is not a report line; eof ends the stream;
-	// attachErr says the go could not be sent to the sender.
+	// attachErr says the go could not be sent to the sender; problem says
+	// why a shared helper (Pool) cannot run this trace's part.
 	text      string
 	eof       error
 	attachErr error
+	problem   string
 }
 
 type tracer struct {
@@ -303,12 +311,16 @@ func (t *tracer) create(ctx context.Context, h *helper, role helperpod.Role) err
 	if role == helperpod.RoleSender {
 		args = t.plan.SenderArgs
 	}
-	pod, err := helperpod.Build(helperpod.Params{
+	params := helperpod.Params{
 		TraceName: t.plan.Trace, Namespace: t.cfg.Namespace, Node: h.node, Role: role,
 		Image: t.cfg.Image, PullPolicy: t.cfg.PullPolicy, OVSRunDir: t.cfg.OVSRunDir, OVNRunDir: t.cfg.OVNRunDir,
 		Bridge: t.cfg.Bridge, Tag: t.tag, Mark: t.mark, Timeout: t.cfg.Timeout, Args: args,
 		WaitForGo: role == helperpod.RoleSender && t.parallel,
-	})
+	}
+	if t.cfg.Pool != nil {
+		return t.startShared(h, params)
+	}
+	pod, err := helperpod.Build(params)
 	if err != nil {
 		return exitcode.Wrap(exitcode.Setup, err)
 	}
@@ -332,7 +344,9 @@ func (t *tracer) loop(ctx context.Context, pods, events watch.Interface) ending 
 		}
 	}
 	t.sender = t.newHelper(t.plan.Sender, helperpod.RoleSender)
-	t.parallel = t.cfg.ParallelStart && len(receivers) > 0
+	// A shared helper runs the sender's part the moment it is handed it:
+	// there is no pod start to overlap.
+	t.parallel = t.cfg.ParallelStart && len(receivers) > 0 && t.cfg.Pool == nil
 	if t.parallel {
 		if err := t.create(ctx, t.sender, helperpod.RoleSender); err != nil {
 			return ending{verdict: outcome.Failed, reason: err.Error(), err: err}
@@ -400,6 +414,19 @@ func (t *tracer) maybeStartSender(ctx context.Context) error {
 				_ = t.goW.Close()
 			}
 		}()
+	}
+	return nil
+}
+
+// startShared hands h's part of the trace to its node's shared helper.
+func (t *tracer) startShared(h *helper, params helperpod.Params) error {
+	if err := t.cfg.Pool.Start(h.node, h.pod, helperpod.CommandArgs(params), t.lines); err != nil {
+		return exitcode.Wrap(exitcode.Setup, err)
+	}
+	h.created, h.streaming = true, true
+	if !t.cfg.Pool.Serving(h.node) {
+		h.waiting = "waiting for the node's shared helper"
+		t.r.Emit(outcome.HelperWaiting{At: outcome.At{Time: t.r.Now()}, Node: h.node, Role: h.role, Reason: h.waiting})
 	}
 	return nil
 }

@@ -32,6 +32,9 @@ func (t *tracer) settle(ctx context.Context) error {
 	// A sender still waiting for its go reads end of input: it does not
 	// inject.
 	_ = t.goW.Close()
+	if t.cfg.Pool != nil {
+		return t.settleShared(ctx)
+	}
 	if len(t.unsettled()) > 0 {
 		if err := whileAway(ctx, func(c context.Context) error { return t.r.Cluster.StopPods(c, t.cfg.Namespace, t.plan.Trace) }); err != nil {
 			t.r.warn("could not stop the helper pods (%v): deleting them at once", err)
@@ -47,6 +50,26 @@ func (t *tracer) settle(ctx context.Context) error {
 	}
 	if err != nil {
 		return fmt.Errorf("delete helper pods (run `kubectl traceflow cleanup`): %w", err)
+	}
+	return nil
+}
+
+// settleShared stops the trace's parts on the shared helpers and waits for
+// their word; the pool removes its pods when the run ends.
+func (t *tracer) settleShared(ctx context.Context) error {
+	if u := t.unsettled(); len(u) > 0 {
+		for _, h := range u {
+			t.cfg.Pool.Stop(h.node, h.pod)
+		}
+		t.waitSettled(ctx)
+	}
+	for _, h := range t.sortedHelpers() {
+		if h.created {
+			t.cfg.Pool.Forget(h.node, h.pod)
+		}
+		if msg := h.leftover(t.cfg.Bridge); msg != "" {
+			t.r.warn("helper on node %s %s", h.node, msg)
+		}
 	}
 	return nil
 }
@@ -96,7 +119,7 @@ func (t *tracer) waitSettled(ctx context.Context) {
 // clean), or the end of its log (its process is gone).
 func (t *tracer) noteSettled(h *helper, m lineMsg) {
 	switch {
-	case m.eof != nil:
+	case m.eof != nil || m.problem != "":
 		h.settled = true
 	case m.text != "" || m.attachErr != nil:
 	case m.line.Type == report.TypeCleanup:

@@ -44,10 +44,14 @@ const (
 // Role says what a helper does on its node.
 type Role string
 
-// Helper roles: the sender injects the probe, a receiver waits for it.
+// Helper roles: the sender injects the probe, a receiver waits for it. A
+// server (`traceflow-helper serve`) runs every trace of a `check` run on
+// its node, sender or receiver, as the plugin hands them to it through its
+// standard input.
 const (
 	RoleSender   Role = "sender"
 	RoleReceiver Role = "receiver"
+	RoleServer   Role = "server"
 )
 
 // Params are the inputs of a helper pod spec.
@@ -93,12 +97,39 @@ func Name(trace string, role Role, node string) string {
 	return fmt.Sprintf("%s-%s-%s", trace, role, shortHash(node))
 }
 
-// Build returns the pod that runs the helper on p.Node.
+// CommandArgs are the helper's arguments for one trace on p.Node as p.Role
+// (sender or receiver): a one-shot pod's, or a command a server runs.
+func CommandArgs(p Params) []string {
+	sub := "trace"
+	if p.Role == RoleReceiver {
+		sub = "receive"
+	}
+	bridge := p.Bridge
+	if bridge == "" {
+		bridge = DefaultBridge
+	}
+	args := []string{sub,
+		"--ovs-rundir", ovsMountPath,
+		"--bridge", bridge,
+		"--tag", strconv.Itoa(int(p.Tag)),
+		"--timeout", p.Timeout.String(),
+	}
+	if p.Mark != 0 {
+		args = append(args, "--mark", strconv.FormatUint(uint64(p.Mark), 10))
+	}
+	if p.WaitForGo {
+		args = append(args, "--inject-on-stdin")
+	}
+	return append(args, p.Args...)
+}
+
+// Build returns the pod that runs the helper on p.Node. For a server,
+// p.Timeout is how long it may serve; the pod's deadline is derived from it.
 func Build(p Params) (*corev1.Pod, error) {
 	if p.TraceName == "" || p.Node == "" || p.Image == "" || p.Namespace == "" {
 		return nil, fmt.Errorf("helper pod needs a trace name, a node, an image and a namespace")
 	}
-	if p.Role != RoleSender && p.Role != RoleReceiver {
+	if p.Role != RoleSender && p.Role != RoleReceiver && p.Role != RoleServer {
 		return nil, fmt.Errorf("unknown helper role %q", p.Role)
 	}
 	if p.Timeout <= 0 {
@@ -118,33 +149,22 @@ func Build(p Params) (*corev1.Pod, error) {
 	if err := ValidateImage(p.Image); err != nil {
 		return nil, err
 	}
-	bridge := p.Bridge
-	if bridge == "" {
-		bridge = DefaultBridge
-	}
 	pull := p.PullPolicy
 	if pull == "" {
 		pull = corev1.PullIfNotPresent
 	}
-	sub := "trace"
-	if p.Role == RoleReceiver {
-		sub = "receive"
+	args := []string{"serve"}
+	if p.Role != RoleServer {
+		args = CommandArgs(p)
 	}
-	args := []string{sub,
-		"--ovs-rundir", ovsMountPath,
-		"--bridge", bridge,
-		"--tag", strconv.Itoa(int(p.Tag)),
-		"--timeout", p.Timeout.String(),
-	}
-	if p.Mark != 0 {
-		args = append(args, "--mark", strconv.FormatUint(uint64(p.Mark), 10))
-	}
-	if p.WaitForGo {
-		args = append(args, "--inject-on-stdin")
-	}
-	args = append(args, p.Args...)
 	deadline := int64((p.Timeout + deadlineSlack) / time.Second)
 	hostPathType := corev1.HostPathDirectory
+	// A server holds no tag of its own: each trace it runs holds one.
+	annotations := map[string]string{TagAnnotation: strconv.Itoa(int(p.Tag))}
+	stdin := p.WaitForGo
+	if p.Role == RoleServer {
+		annotations, stdin = nil, true
+	}
 
 	pod := &corev1.Pod{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
@@ -156,7 +176,7 @@ func Build(p Params) (*corev1.Pod, error) {
 				TraceLabel:     p.TraceName,
 				RoleLabel:      string(p.Role),
 			},
-			Annotations: map[string]string{TagAnnotation: strconv.Itoa(int(p.Tag))},
+			Annotations: annotations,
 		},
 		Spec: corev1.PodSpec{
 			// nodeName binds the pod directly: no scheduler round trip, and a
@@ -181,10 +201,11 @@ func Build(p Params) (*corev1.Pod, error) {
 				ImagePullPolicy: pull,
 				Args:            args,
 				// Stdin carries the plugin's go to a sender started together
-				// with the receivers; StdinOnce closes it when the plugin
-				// detaches, so a sender whose plugin died never injects.
-				Stdin:     p.WaitForGo,
-				StdinOnce: p.WaitForGo,
+				// with the receivers, or a server's traces; StdinOnce closes
+				// it when the plugin detaches, so a sender whose plugin died
+				// never injects, and a server stops its traces and exits.
+				Stdin:     stdin,
+				StdinOnce: stdin,
 				// The helper names its node in its reports; with hostNetwork
 				// its hostname is the machine's, which need not be the
 				// node's name.

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -50,8 +51,9 @@ type Options struct {
 	DryRun bool
 	// Now is the API server's clock (tagalloc.ServerClock).
 	Now time.Time
-	// Trace, when set, limits the sweep to one trace's objects.
-	Trace string
+	// Traces, when set, limits the sweep to these traces' objects (a check
+	// run's shared helpers count as a trace named after the run).
+	Traces []string
 }
 
 // Removed lists what was (or, with DryRun, would be) removed, and what was
@@ -82,8 +84,12 @@ func Sweep(ctx context.Context, cs kubernetes.Interface, records Records, o Opti
 		return d
 	}
 	selector := Selector
-	if o.Trace != "" {
-		selector += "," + helperpod.TraceLabel + "=" + o.Trace
+	only := map[string]bool{}
+	for _, t := range o.Traces {
+		only[t] = true
+	}
+	if len(o.Traces) > 0 {
+		selector += "," + helperpod.TraceLabel + " in (" + strings.Join(o.Traces, ",") + ")"
 	}
 
 	// Claims first: whether a pod is stale depends on its trace's claim.
@@ -97,7 +103,7 @@ func Sweep(ctx context.Context, cs kubernetes.Interface, records Records, o Opti
 			l := &leases.Items[i]
 			key := l.Namespace + "/" + l.Name
 			claimOf[key] = l
-			if o.Trace != "" && l.Labels[tagalloc.TraceLabel] != o.Trace {
+			if len(only) > 0 && !only[l.Labels[tagalloc.TraceLabel]] {
 				continue
 			}
 			if !o.Force && !tagalloc.Expired(l, o.Now) {
@@ -141,7 +147,7 @@ func Sweep(ctx context.Context, cs kubernetes.Interface, records Records, o Opti
 			errs = append(errs, fmt.Errorf("list trace records: %w", err))
 		}
 		for _, tf := range list {
-			if o.Trace != "" && tf.Name != o.Trace {
+			if len(only) > 0 && !only[tf.Name] {
 				continue
 			}
 			if finished(tf) {
@@ -164,8 +170,8 @@ func Sweep(ctx context.Context, cs kubernetes.Interface, records Records, o Opti
 	return out, errors.Join(errs...)
 }
 
-// podStale: finished, past its activeDeadlineSeconds, or its trace holds no
-// live claim on the pod's tag (the claim outlives the pods of a running
+// podStale: finished, past its activeDeadlineSeconds, or (but for a
+// server) its trace holds no live claim on the pod's tag (the claim outlives the pods of a running
 // trace: the plugin deletes pods before it releases the tag).
 func podStale(p *corev1.Pod, now time.Time, claimOf map[string]*coordinationv1.Lease, live map[string]bool) bool {
 	if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
@@ -173,6 +179,11 @@ func podStale(p *corev1.Pod, now time.Time, claimOf map[string]*coordinationv1.L
 	}
 	if d := p.Spec.ActiveDeadlineSeconds; d != nil && now.After(p.CreationTimestamp.Add(time.Duration(*d)*time.Second)) {
 		return true
+	}
+	if p.Labels[helperpod.RoleLabel] == string(helperpod.RoleServer) {
+		// A check run's server holds no tag (its traces do): it is live
+		// until its deadline, and ends by itself when its plugin goes.
+		return false
 	}
 	tag, err := strconv.ParseUint(p.Annotations[helperpod.TagAnnotation], 10, 8)
 	if err != nil {

@@ -135,7 +135,7 @@ func TestSweepOneTrace(t *testing.T) {
 	cs := fake.NewClientset(claim(7, "a", time.Second, 80), helper("a-sender", "a", "7", time.Second),
 		claim(11, "b", time.Second, 80), helper("b-sender", "b", "11", time.Second))
 	recs := &fakeRecords{items: map[string]traceflow.Traceflow{"a": record("a", traceflow.PhaseRunning), "b": record("b", traceflow.PhaseRunning)}}
-	if _, err := Sweep(context.Background(), cs, recs, Options{Now: now, Force: true, Trace: "a"}); err != nil {
+	if _, err := Sweep(context.Background(), cs, recs, Options{Now: now, Force: true, Traces: []string{"a"}}); err != nil {
 		t.Fatal(err)
 	}
 	pods, leases := names(cs)

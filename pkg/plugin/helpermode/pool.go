@@ -1,0 +1,570 @@
+package helpermode
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/report"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/helperpod"
+)
+
+// A Pool shares helpers among the traces of one `kubectl traceflow check`
+// run: one pod per node runs `traceflow-helper serve`, started when the
+// first trace needs its node, and every trace on that node, as sender or
+// receiver, is a command written to its standard input (an attach, which
+// needs create on pods/attach). Its output carries each line's trace id, by
+// which the pool hands the lines to their trace. A trace still holds its
+// own tag, mark, cookie and record; it only no longer pays for a pod.
+// When the plugin goes, the attach ends, the server's standard input with
+// it (StdinOnce), and the server stops its traces, deletes their flows and
+// exits.
+type Pool struct {
+	cfg  PoolConfig
+	life context.Context
+	end  context.CancelFunc
+
+	mu      sync.Mutex
+	servers map[string]*server // by node
+	watched bool
+	closed  bool
+}
+
+// PoolConfig is how a pool's servers run.
+type PoolConfig struct {
+	Cluster    Cluster
+	Namespace  string
+	Image      string
+	PullPolicy corev1.PullPolicy
+	OVSRunDir  string
+	OVNRunDir  string
+	// Run names the check run: its servers are named and labelled after it
+	// as a trace's helpers are after the trace (`kubectl traceflow cleanup
+	// --trace RUN` removes them).
+	Run string
+	// Lifetime bounds how long a server may live (its pod's deadline is
+	// derived from it), should its plugin never close it.
+	Lifetime time.Duration
+}
+
+// NewPool returns a pool that starts no server until a trace needs one.
+func NewPool(cfg PoolConfig) *Pool {
+	life, end := context.WithCancel(context.Background())
+	return &Pool{cfg: cfg, life: life, end: end, servers: map[string]*server{}}
+}
+
+// server is one node's `traceflow-helper serve`.
+type server struct {
+	p    *Pool
+	node string
+	pod  string
+
+	mu sync.Mutex
+	// started: its container runs and its log is followed; serving: it
+	// said it reads commands; failed says why it cannot serve (any more).
+	started, serving bool
+	failed           string
+	subs             map[string]*subscription
+	// pending are commands written once it serves, in order.
+	pending [][]byte
+	// stdin is the attach's input; closing it ends the server.
+	stdinR *io.PipeReader
+	stdinW *io.PipeWriter
+	// writes carries commands to the one goroutine that writes stdin.
+	writes chan []byte
+	noise  []string
+	// gone is closed when its log has ended (its process is gone, or the
+	// stream broke).
+	gone chan struct{}
+}
+
+// subscription delivers one trace's lines, in order, without ever
+// blocking the server's log reader on a slow trace.
+type subscription struct {
+	id   string
+	out  chan<- lineMsg
+	mu   sync.Mutex
+	q    []lineMsg
+	wake chan struct{}
+	done chan struct{}
+}
+
+func (s *subscription) push(m lineMsg) {
+	s.mu.Lock()
+	s.q = append(s.q, m)
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (s *subscription) pump() {
+	for {
+		s.mu.Lock()
+		q := s.q
+		s.q = nil
+		s.mu.Unlock()
+		for _, m := range q {
+			select {
+			case s.out <- m:
+			case <-s.done:
+				return
+			}
+		}
+		select {
+		case <-s.wake:
+		case <-s.done:
+			return
+		}
+	}
+}
+
+// command is one line of a server's standard input (see
+// cmd/traceflow-helper: serve).
+type command struct {
+	ID   string   `json:"id"`
+	Args []string `json:"args,omitempty"`
+	Stop bool     `json:"stop,omitempty"`
+}
+
+// Start hands node's server a trace's helper: id is the helper's name
+// (helperpod.Name), args its command line (helperpod.CommandArgs), and its
+// report lines go to out as lineMsgs from pod id, until Forget. A server
+// that cannot serve says so on out, as a problem.
+func (p *Pool) Start(node, id string, args []string, out chan<- lineMsg) error {
+	s, err := p.server(node)
+	if err != nil {
+		return err
+	}
+	sub := &subscription{id: id, out: out, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	go sub.pump()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if old := s.subs[id]; old != nil {
+		close(old.done)
+	}
+	s.subs[id] = sub
+	if s.failed != "" {
+		sub.push(lineMsg{pod: id, problem: s.failed})
+		return nil
+	}
+	s.sendLocked(command{ID: id, Args: args})
+	return nil
+}
+
+// Serving reports whether node's server reads commands already.
+func (p *Pool) Serving(node string) bool {
+	p.mu.Lock()
+	s := p.servers[node]
+	p.mu.Unlock()
+	if s == nil {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.serving
+}
+
+// Stop asks node's server to stop the trace helper id: it deletes its
+// flows and writes its cleanup line.
+func (p *Pool) Stop(node, id string) {
+	p.mu.Lock()
+	s := p.servers[node]
+	p.mu.Unlock()
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.failed == "" {
+		s.sendLocked(command{ID: id, Stop: true})
+	}
+}
+
+// Forget stops delivering id's lines.
+func (p *Pool) Forget(node, id string) {
+	p.mu.Lock()
+	s := p.servers[node]
+	p.mu.Unlock()
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sub := s.subs[id]; sub != nil {
+		close(sub.done)
+		delete(s.subs, id)
+	}
+}
+
+// Close ends every server: their standard input ends, so each stops what
+// it still runs and exits; Close waits for that (within ctx, at most
+// settleWait) and deletes their pods. It returns an error when the pods
+// could not be deleted.
+func (p *Pool) Close(ctx context.Context) error {
+	p.mu.Lock()
+	p.closed = true
+	servers := make([]*server, 0, len(p.servers))
+	for _, s := range p.servers {
+		servers = append(servers, s)
+	}
+	p.mu.Unlock()
+	if len(servers) == 0 {
+		p.end()
+		return nil
+	}
+	for _, s := range servers {
+		_ = s.stdinW.Close()
+	}
+	timer := time.NewTimer(settleWait)
+	defer timer.Stop()
+	for _, s := range servers {
+		s.mu.Lock()
+		waitFor := s.started && s.failed == ""
+		s.mu.Unlock()
+		if !waitFor {
+			continue
+		}
+		select {
+		case <-s.gone:
+		case <-timer.C:
+		case <-ctx.Done():
+		}
+	}
+	p.end()
+	err := whileAway(ctx, func(c context.Context) error { return p.cfg.Cluster.DeletePods(c, p.cfg.Namespace, p.cfg.Run) })
+	if err != nil {
+		return fmt.Errorf("delete the check's helper pods (run `kubectl traceflow cleanup`): %w", err)
+	}
+	return nil
+}
+
+// Nodes lists the nodes that have a server, sorted.
+func (p *Pool) Nodes() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]string, 0, len(p.servers))
+	for n := range p.servers {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// server returns node's server, creating its pod on first use.
+func (p *Pool) server(node string) (*server, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil, errors.New("the check's helpers are being removed")
+	}
+	if s := p.servers[node]; s != nil {
+		return s, nil
+	}
+	if !p.watched {
+		if err := p.watch(); err != nil {
+			return nil, err
+		}
+		p.watched = true
+	}
+	s := &server{p: p, node: node, pod: helperpod.Name(p.cfg.Run, helperpod.RoleServer, node),
+		subs: map[string]*subscription{}, writes: make(chan []byte, 64), gone: make(chan struct{})}
+	s.stdinR, s.stdinW = io.Pipe()
+	p.servers[node] = s
+	go s.create()
+	return s, nil
+}
+
+// watch follows the run's pods and the events about pods, for every
+// server's state (image pulls, a node without OVS, its container started).
+func (p *Pool) watch() error {
+	pods, err := p.cfg.Cluster.WatchPods(p.life, p.cfg.Namespace, p.cfg.Run)
+	if err != nil {
+		return apiFailure(err, "watch", "pods", p.cfg.Namespace)
+	}
+	events, err := p.cfg.Cluster.WatchEvents(p.life, p.cfg.Namespace)
+	if err != nil {
+		pods.Stop()
+		return apiFailure(err, "watch", "events", p.cfg.Namespace)
+	}
+	go func() {
+		defer pods.Stop()
+		defer events.Stop()
+		for {
+			select {
+			case <-p.life.Done():
+				return
+			case e, ok := <-pods.ResultChan():
+				if !ok {
+					p.failAll("the API server closed the watch on the check's helper pods (restarted or unreachable?)")
+					return
+				}
+				p.onPod(e)
+			case e, ok := <-events.ResultChan():
+				if !ok {
+					events = watch.NewFake() // events are a nicety
+					continue
+				}
+				if ev, ok := e.Object.(*corev1.Event); ok {
+					p.onEvent(ev)
+				}
+			}
+		}
+	}()
+	return nil
+}
+
+func (p *Pool) byPod(name string) *server {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, s := range p.servers {
+		if s.pod == name {
+			return s
+		}
+	}
+	return nil
+}
+
+func (p *Pool) failAll(why string) {
+	p.mu.Lock()
+	servers := make([]*server, 0, len(p.servers))
+	for _, s := range p.servers {
+		servers = append(servers, s)
+	}
+	p.mu.Unlock()
+	for _, s := range servers {
+		s.fail(why)
+	}
+}
+
+func (p *Pool) onPod(e watch.Event) {
+	pod, ok := e.Object.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	s := p.byPod(pod.Name)
+	if s == nil {
+		return
+	}
+	if e.Type == watch.Deleted {
+		s.fail("its pod was deleted (by `kubectl traceflow cleanup` or an operator?)")
+		return
+	}
+	if problem, _ := podProblem(pod, p.cfg.Image); problem != "" {
+		s.mu.Lock()
+		streaming := s.started
+		s.mu.Unlock()
+		if !streaming {
+			s.fail(problem)
+			return
+		}
+	}
+	if started(pod) {
+		s.start()
+	}
+}
+
+func (p *Pool) onEvent(ev *corev1.Event) {
+	s := p.byPod(ev.InvolvedObject.Name)
+	if s == nil {
+		return
+	}
+	if ev.Reason == "Started" {
+		s.start()
+		return
+	}
+	runDir := p.cfg.OVSRunDir
+	if runDir == "" {
+		runDir = helperpod.DefaultOVSRunDir
+	}
+	if problem, _ := eventProblem(ev.Reason, ev.Message, runDir, p.cfg.Image); problem != "" {
+		s.mu.Lock()
+		serving := s.serving
+		s.mu.Unlock()
+		if !serving {
+			s.fail(problem)
+		}
+	}
+}
+
+// create makes the server's pod.
+func (s *server) create() {
+	p := s.p
+	pod, err := helperpod.Build(helperpod.Params{
+		TraceName: p.cfg.Run, Namespace: p.cfg.Namespace, Node: s.node, Role: helperpod.RoleServer,
+		Image: p.cfg.Image, PullPolicy: p.cfg.PullPolicy, OVSRunDir: p.cfg.OVSRunDir, OVNRunDir: p.cfg.OVNRunDir,
+		Timeout: p.cfg.Lifetime,
+	})
+	if err != nil {
+		s.fail(err.Error())
+		return
+	}
+	if err := p.cfg.Cluster.CreatePod(p.life, pod); err != nil {
+		s.fail(apiFailure(err, "create", "pods", p.cfg.Namespace).Error())
+	}
+}
+
+// start attaches to the server's standard input and follows its log, once
+// its container runs.
+func (s *server) start() {
+	s.mu.Lock()
+	if s.started || s.failed != "" {
+		s.mu.Unlock()
+		return
+	}
+	s.started = true
+	s.mu.Unlock()
+	go s.attach()
+	go s.write()
+	go s.follow()
+}
+
+func (s *server) attach() {
+	err := s.p.cfg.Cluster.Attach(s.p.life, s.p.cfg.Namespace, s.pod, s.stdinR)
+	_ = s.stdinR.Close()
+	if err != nil && s.p.life.Err() == nil {
+		s.fail(fmt.Sprintf("cannot attach to it to hand it traces: %v (the plugin needs create on pods/attach in namespace %s)", err, s.p.cfg.Namespace))
+	}
+}
+
+// write writes commands to standard input, in order: a write waits for the
+// attach to read it.
+func (s *server) write() {
+	for {
+		select {
+		case b := <-s.writes:
+			if _, err := s.stdinW.Write(b); err != nil {
+				return
+			}
+		case <-s.p.life.Done():
+			return
+		}
+	}
+}
+
+// sendLocked queues a command; s.mu is held.
+func (s *server) sendLocked(c command) {
+	b, err := json.Marshal(c)
+	if err != nil {
+		return // cannot happen: strings only
+	}
+	b = append(b, '\n')
+	if !s.serving {
+		s.pending = append(s.pending, b)
+		return
+	}
+	s.queueLocked(b)
+}
+
+// queueLocked hands b to the writer without blocking the caller: the
+// channel is wide, and a full one (a server that stopped reading) gets the
+// command from a goroutine of its own, still in order behind the others
+// only as far as the channel goes.
+func (s *server) queueLocked(b []byte) {
+	select {
+	case s.writes <- b:
+	default:
+		go func() {
+			select {
+			case s.writes <- b:
+			case <-s.p.life.Done():
+			}
+		}()
+	}
+}
+
+func (s *server) follow() {
+	defer close(s.gone)
+	rc, err := openLog(s.p.life, s.p.cfg.Cluster, s.p.cfg.Namespace, s.pod)
+	if err != nil {
+		s.fail(fmt.Sprintf("read its log: %v", err))
+		return
+	}
+	defer rc.Close() //nolint:errcheck // a read-only stream
+	sc := bufio.NewScanner(rc)
+	sc.Buffer(make([]byte, 64*1024), 8*1024*1024)
+	for sc.Scan() {
+		if len(sc.Bytes()) == 0 {
+			continue
+		}
+		l, err := report.ParseLine(sc.Bytes())
+		if err != nil {
+			s.addNoise(sc.Text())
+			continue
+		}
+		s.onLine(l)
+	}
+	why := "its output ended"
+	if err := sc.Err(); err != nil {
+		why = fmt.Sprintf("its log stream broke: %v", err)
+	}
+	s.mu.Lock()
+	if len(s.noise) > 0 {
+		why += ": " + strings.Join(s.noise, " | ")
+	}
+	s.mu.Unlock()
+	s.fail(why)
+}
+
+func (s *server) addNoise(text string) {
+	text = strings.TrimSpace(text)
+	if text == "" {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.noise = append(s.noise, text)
+	if len(s.noise) > 3 {
+		s.noise = s.noise[len(s.noise)-3:]
+	}
+}
+
+func (s *server) onLine(l report.Line) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if l.Trace != "" {
+		if sub := s.subs[l.Trace]; sub != nil {
+			sub.push(lineMsg{pod: l.Trace, line: l})
+		}
+		return
+	}
+	switch l.Type {
+	case report.TypeServing:
+		if !s.serving {
+			s.serving = true
+			for _, b := range s.pending {
+				s.queueLocked(b)
+			}
+			s.pending = nil
+		}
+	case report.TypeError:
+		if l.Error != nil {
+			s.noise = append(s.noise, l.Error.Message)
+		}
+	}
+}
+
+// fail marks the server unable to serve and tells every trace it runs.
+func (s *server) fail(why string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.failed != "" {
+		return
+	}
+	s.failed = why
+	s.pending = nil
+	for id, sub := range s.subs {
+		sub.push(lineMsg{pod: id, problem: why})
+	}
+}
