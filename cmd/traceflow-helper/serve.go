@@ -87,6 +87,12 @@ loop:
 			logf("traceflow-helper serve: %v: stopping every trace", context.Cause(ctx))
 			break loop
 		case in := <-inputs:
+			if ctx.Err() != nil {
+				// select picks at random when both are ready: no
+				// command is acted on after a signal.
+				logf("traceflow-helper serve: %v: stopping every trace", context.Cause(ctx))
+				break loop
+			}
 			if in.err != nil {
 				if !errors.Is(in.err, io.EOF) {
 					readErr = in.err
