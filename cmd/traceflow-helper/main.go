@@ -32,15 +32,24 @@ Usage:
   traceflow-helper trace   --ovs-rundir DIR --bridge BR (--source-pod NS/NAME | --in-port OVS_PORT)
                            --destination IP [--tcp PORT | --udp PORT | --icmp] [--tag N] [--timeout D]
   traceflow-helper receive --ovs-rundir DIR --bridge BR --tag N [--timeout D]
+  traceflow-helper serve   [--max-traces N]
   traceflow-helper version
 
 trace    injects the probe at the source port and reports this node's path.
 receive  waits for the probe with tag N arriving from a tunnel and reports this
          node's path; it prints its "ready" line once its flows are installed,
          so the sender may inject right after.
+serve    runs many traces and receives at once, each started and stopped by a
+         JSON command on standard input, one a line:
+           {"id":"ID","args":["receive","--tag","5",...]}   start a trace (or "trace")
+           {"id":"ID","stop":true}                         stop it, as SIGTERM would
+         and stamps each trace's report lines with "trace":"ID". End of input
+         or SIGTERM stops every trace; serve exits once each has cleaned up.
 
-Exit codes: 0 delivered, forwarded into a tunnel or out of the network; 1 bad usage;
-2 dropped or rejected; 3 not seen in time; 4 setup failure (OVS unreachable, port not found).
+Exit codes of trace and receive: 0 delivered, forwarded into a tunnel or out of the
+network; 1 bad usage; 2 dropped or rejected; 3 not seen in time; 4 setup failure (OVS
+unreachable, port not found). serve exits 0 (each trace's result line carries its own
+code), 1 on bad usage, 4 if its standard input could not be read (after cleaning up).
 Flows carry the trace's cookie and hard_timeout = --timeout, and are deleted on exit.
 
 Run "traceflow-helper trace --help" or "traceflow-helper receive --help" for the flags.
@@ -58,26 +67,36 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case "version", "--version":
 		_, _ = fmt.Fprintf(stdout, "traceflow-helper %s (%s)\n", version.Version, version.Commit)
 		return 0
+	case "serve":
+		return serve(ctx, args[1:], stdin, stdout, stderr)
 	case "trace", "receive":
 	default:
 		_, _ = fmt.Fprintf(stderr, "unknown command %q\n\n%s", args[0], usage)
 		return 1
 	}
-	o := newOptions(args[0], stderr)
-	if err := o.parse(args[1:]); err != nil {
+	o, err := parseTrace(args, stderr)
+	if err != nil {
 		if errors.Is(err, errHelp) {
 			return 0
 		}
 		_, _ = fmt.Fprintf(stderr, "traceflow-helper %s: %v\n", args[0], err)
 		return 1
 	}
-	out := report.NewWriter(stdout, nil)
 	logf := func(format string, a ...any) { _, _ = fmt.Fprintf(stderr, format+"\n", a...) }
+	return runTrace(ctx, o, stdin, report.NewWriter(stdout, nil), logf)
+}
+
+// runTrace runs one parsed trace or receive to its end and returns its exit
+// code: the one-shot subcommands run one, serve many at once. Every report
+// line goes to out; logf says to humans what went wrong. Cancelling ctx
+// stops the trace as SIGTERM stops a one-shot helper: the engine deletes
+// its flows and writes its cleanup line before this returns.
+func runTrace(ctx context.Context, o *options, stdin io.Reader, out *report.Writer, logf func(string, ...any)) int {
 	common := o.common(out, logf)
 	if o.mode == "trace" && o.injectOnStdin {
 		if err := waitForGo(ctx, stdin); err != nil {
 			_ = out.Write(report.Line{Type: report.TypeError, Error: &report.Error{Code: report.ErrorSetup, Message: err.Error()}})
-			_, _ = fmt.Fprintf(stderr, "traceflow-helper trace: %v\n", err)
+			logf("traceflow-helper trace: %v", err)
 			return engine.ExitSetup
 		}
 	}
@@ -86,11 +105,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	var res engine.Outcome
 	var err error
 	if o.mode == "trace" {
-		spec, serr := o.traceSpec(common)
-		if serr != nil {
-			_, _ = fmt.Fprintf(stderr, "traceflow-helper trace: %v\n", serr)
-			return 1
-		}
+		spec := o.spec
+		spec.Common = common
 		res, err = engine.Trace(ctx, spec)
 	} else {
 		res, err = engine.Receive(ctx, common)
@@ -102,7 +118,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			code = engine.ExitSetup
 		}
 		_ = out.Write(report.Line{Type: report.TypeError, Error: &report.Error{Code: report.ErrorSetup, Message: err.Error()}})
-		_, _ = fmt.Fprintf(stderr, "traceflow-helper %s: %v\n", o.mode, err)
+		logf("traceflow-helper %s: %v", o.mode, err)
 		return code
 	}
 	return res.ExitCode

@@ -37,19 +37,47 @@ type options struct {
 	icmp                               bool
 	injectOnStdin                      bool
 	tcpFlags, ttl                      uint
+
+	// spec is the sender's trace, checked by parseTrace; its Common is
+	// filled in when the trace runs.
+	spec engine.TraceSpec
+}
+
+// parseTrace parses a trace or receive invocation (args[0] is the mode)
+// and checks everything that can be checked without OVS, so that a bad
+// invocation fails before it starts. Flag help and flag errors go to
+// flagOut.
+func parseTrace(args []string, flagOut io.Writer) (*options, error) {
+	o := newOptions(args[0], flagOut)
+	if err := o.parse(args[1:]); err != nil {
+		return nil, err
+	}
+	if o.mode == "trace" {
+		var err error
+		if o.spec, err = o.traceSpec(); err != nil {
+			return nil, err
+		}
+	}
+	return o, nil
+}
+
+// nodeName is the node to report: $NODE_NAME (the pod's spec.nodeName,
+// from the downward API), else the hostname.
+func nodeName() string {
+	if n := os.Getenv("NODE_NAME"); n != "" {
+		return n
+	}
+	host, _ := os.Hostname()
+	return host
 }
 
 func newOptions(mode string, stderr io.Writer) *options {
 	o := &options{mode: mode, fs: flag.NewFlagSet(mode, flag.ContinueOnError)}
 	fs := o.fs
 	fs.SetOutput(stderr)
-	host, _ := os.Hostname()
-	if n := os.Getenv("NODE_NAME"); n != "" {
-		host = n
-	}
 	fs.StringVar(&o.rundir, "ovs-rundir", "/var/run/openvswitch", "OVS run directory: db.sock, BRIDGE.mgmt and ovs-vswitchd.PID.ctl")
 	fs.StringVar(&o.bridge, "bridge", "br-int", "the OVS bridge that carries pod traffic")
-	fs.StringVar(&o.node, "node", host, "node name to report ($NODE_NAME, else the hostname)")
+	fs.StringVar(&o.node, "node", nodeName(), "node name to report ($NODE_NAME, else the hostname)")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "how long to wait for the probe; also the flows' hard_timeout")
 	fs.UintVar(&o.mark, "mark", 0, "the probe's mark in its IPv4 identification (low 16 bits) or IPv6 flow label, 1..0xfffff; sender and receivers of one trace must agree (default: derived from the tag; the plugin passes a random one)")
 	if mode == "receive" {
@@ -122,8 +150,8 @@ func (o *options) common(out *report.Writer, logf func(string, ...any)) engine.C
 	}
 }
 
-func (o *options) traceSpec(c engine.Common) (engine.TraceSpec, error) {
-	s := engine.TraceSpec{Common: c, SourcePod: o.sourcePod, InPort: o.inPort}
+func (o *options) traceSpec() (engine.TraceSpec, error) {
+	s := engine.TraceSpec{SourcePod: o.sourcePod, InPort: o.inPort}
 	if (o.sourcePod == "") == (o.inPort == "") {
 		return s, errors.New("give exactly one of --source-pod NAMESPACE/NAME and --in-port OVS_PORT")
 	}

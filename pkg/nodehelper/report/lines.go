@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 	"time"
 )
 
@@ -17,6 +18,7 @@ import (
 //	{"v":1,"type":"result","time":"...","result":{...},"explanation":{...},"exitCode":0}
 //	{"v":1,"type":"error","time":"...","error":{"code":"setup","message":"..."}}
 //	{"v":1,"type":"cleanup","time":"...","cleanup":{"cookie":"0x...","flowsLeft":0}}
+//	{"v":1,"type":"serving","time":"...","serving":{...}}         serve: reading commands now
 //
 // A helper prints exactly one ready line (or an error line and exits 4
 // before it), any number of observation lines, and ends with one result
@@ -24,6 +26,11 @@ import (
 // cleanup line once it has deleted its flows, after the result line (and
 // before an error line). Readers must ignore fields they do not know;
 // a change that breaks readers increments SchemaVersion.
+//
+// `traceflow-helper serve` runs many traces in one process and writes all
+// their lines to one stream: it prints one serving line first, and stamps
+// every line of a trace with the trace's id ("trace"), so that each trace's
+// lines read as one helper's lines would.
 
 // SchemaVersion is the version of the line format this package writes.
 const SchemaVersion = 1
@@ -38,15 +45,21 @@ const (
 	TypeResult      LineType = "result"
 	TypeError       LineType = "error"
 	TypeCleanup     LineType = "cleanup"
-	TypeServing     LineType = "serving"
+	// TypeServing is the first line of `traceflow-helper serve`: it reads
+	// commands from now on.
+	TypeServing LineType = "serving"
 )
 
 // Line is one JSON line of the helper's output.
 type Line struct {
-	Version     int          `json:"v"`
-	Type        LineType     `json:"type"`
-	Time        time.Time    `json:"time"`
+	Version int      `json:"v"`
+	Type    LineType `json:"type"`
+	// Trace is the id of the trace the line belongs to, set by serve only
+	// (whose stream carries many traces); empty on a one-trace helper's
+	// lines and on serve's own (serving, and errors about a command that
+	// named no trace).
 	Trace       string       `json:"trace,omitempty"`
+	Time        time.Time    `json:"time"`
 	Ready       *Ready       `json:"ready,omitempty"`
 	Observation *Observation `json:"observation,omitempty"`
 	// Hop explains an observation with OVS's own view: table and flow.
@@ -60,9 +73,10 @@ type Line struct {
 	Serving  *Serving `json:"serving,omitempty"`
 }
 
-// Serving says a serve helper reads commands now.
+// Serving says a serve helper has started and reads commands.
 type Serving struct {
-	Node          string `json:"node,omitempty"`
+	Node string `json:"node,omitempty"`
+	// HelperVersion is the helper binary's version.
 	HelperVersion string `json:"helperVersion"`
 }
 
@@ -174,10 +188,14 @@ type Error struct {
 	Message string    `json:"message"`
 }
 
-// Writer writes lines; it is safe for one goroutine.
+// Writer writes lines. A writer and the writers ForTrace derives from it
+// share one lock, so that they may write from many goroutines at once and
+// each line still comes out whole.
 type Writer struct {
-	enc *json.Encoder
-	now func() time.Time
+	enc   *json.Encoder
+	now   func() time.Time
+	mu    *sync.Mutex
+	trace string
 }
 
 // NewWriter writes JSON lines to w with timestamps from now.
@@ -185,15 +203,29 @@ func NewWriter(w io.Writer, now func() time.Time) *Writer {
 	if now == nil {
 		now = time.Now
 	}
-	return &Writer{enc: json.NewEncoder(w), now: now}
+	return &Writer{enc: json.NewEncoder(w), now: now, mu: new(sync.Mutex)}
 }
 
-// Write stamps l with the version and time and writes it.
+// ForTrace returns a writer to the same stream that stamps every line with
+// the trace id (Line.Trace): serve hands one to each trace it runs.
+func (w *Writer) ForTrace(id string) *Writer {
+	c := *w
+	c.trace = id
+	return &c
+}
+
+// Write stamps l with the version, time and (from a ForTrace writer) trace
+// id, and writes it.
 func (w *Writer) Write(l Line) error {
 	l.Version = SchemaVersion
 	if l.Time.IsZero() {
 		l.Time = w.now().UTC()
 	}
+	if w.trace != "" {
+		l.Trace = w.trace
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	return w.enc.Encode(l)
 }
 

@@ -3,8 +3,10 @@ package report
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -55,6 +57,7 @@ func TestParseLineErrors(t *testing.T) {
 		"unknown type": {`{"v":1,"type":"gossip"}`, "unknown type"},
 		"missing body": {`{"v":1,"type":"result"}`, "lacks its result"},
 		"wrong body":   {`{"v":1,"type":"observation","ready":{}}`, "lacks its observation"},
+		"no serving":   {`{"v":1,"type":"serving"}`, "lacks its serving"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := ParseLine([]byte(tc.line))
@@ -69,6 +72,57 @@ func TestParseLineErrors(t *testing.T) {
 	}
 }
 
+// serve's stream: a serving line, then lines of many traces written at
+// once, each whole and stamped with its trace's id, and serve's own lines
+// with none.
+func TestForTraceSharesOneStream(t *testing.T) {
+	var buf bytes.Buffer
+	w := NewWriter(&buf, nil)
+	if err := w.Write(Line{Type: TypeServing, Serving: &Serving{Node: "n1", HelperVersion: "v1"}}); err != nil {
+		t.Fatal(err)
+	}
+	const traces, each = 8, 50
+	var wg sync.WaitGroup
+	for i := range traces {
+		tw := w.ForTrace(fmt.Sprintf("t%d", i))
+		wg.Go(func() {
+			for range each {
+				_ = tw.Write(Line{Type: TypeError, Error: &Error{Code: ErrorSetup, Message: strings.Repeat("x", 2000)}})
+			}
+		})
+	}
+	wg.Go(func() {
+		for range each {
+			_ = w.Write(Line{Type: TypeError, Error: &Error{Code: ErrorUsage, Message: "bad command"}})
+		}
+	})
+	wg.Wait()
+	r := NewReader(&buf)
+	first, err := r.Next()
+	if err != nil || first.Type != TypeServing || first.Serving.Node != "n1" || first.Trace != "" {
+		t.Fatalf("first line %+v: %v", first, err)
+	}
+	count := map[string]int{}
+	for {
+		l, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("a line came out broken: %v", err)
+		}
+		count[l.Trace]++
+	}
+	for i := range traces {
+		if id := fmt.Sprintf("t%d", i); count[id] != each {
+			t.Errorf("trace %s: %d lines, want %d", id, count[id], each)
+		}
+	}
+	if count[""] != each {
+		t.Errorf("%d lines without a trace id, want %d", count[""], each)
+	}
+}
+
 func TestActionNormalize(t *testing.T) {
 	if ActionForwardedOutOfOverlay.Normalize() != ActionForwardedOutOfNetwork || ActionDelivered.Normalize() != ActionDelivered {
 		t.Error("Normalize")
@@ -79,6 +133,8 @@ func FuzzParseLine(f *testing.F) {
 	f.Add([]byte(`{"v":1,"type":"ready","time":"2026-11-30T09:00:00Z","ready":{"helperVersion":"v","mode":"Sender","bridge":"b","tag":1,"cookie":"0x1","controllerID":3,"flows":2}}`))
 	f.Add([]byte(`{"v":1,"type":"observation","observation":{"component":"LB","action":"Forwarded","translatedDstIP":"10.0.0.1"},"hop":{"index":1,"table":8,"priority":0,"observed":true}}`))
 	f.Add([]byte(`{"v":1,"type":"result","result":{"node":"n","observations":[]},"exitCode":2}`))
+	f.Add([]byte(`{"v":1,"type":"serving","serving":{"node":"n","helperVersion":"v"}}`))
+	f.Add([]byte(`{"v":1,"type":"cleanup","trace":"t1","cleanup":{"cookie":"0x1","flowsLeft":0}}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		l, err := ParseLine(b)
 		if err != nil {
