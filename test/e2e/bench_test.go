@@ -45,13 +45,14 @@ func BenchmarkTimeToVerdict(b *testing.B) {
 		{"intra-node", func() (time.Duration, error) { return timeTrace(f.ns, "a", "c", "--tcp", "80") }},
 		{"inter-node", func() (time.Duration, error) { return timeTrace(f.ns, "a", "b", "--tcp", "80") }},
 		{"suite-27-traces", func() (time.Duration, error) { return timeSuite(b, f) }},
+		{"suite-27-traces-own-helpers", func() (time.Duration, error) { return timeSuite(b, f, "--share-helpers=false") }},
 	}
 	medians := map[string]time.Duration{}
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
 			var ds []time.Duration
 			runs := b.N
-			if c.name == "suite-27-traces" {
+			if strings.HasPrefix(c.name, "suite-") {
 				runs = min(b.N, suiteRuns) // each run is 27 traces
 			}
 			for range runs {
@@ -74,6 +75,7 @@ func BenchmarkTimeToVerdict(b *testing.B) {
 	// log is not printed once it has sub-benchmarks.
 	b.Run("side-by-side", func(b *testing.B) {
 		floor, intra, inter, suite := medians["floor-pod-first-log-line"], medians["intra-node"], medians["inter-node"], medians["suite-27-traces"]
+		own := medians["suite-27-traces-own-helpers"]
 		if floor == 0 || inter == 0 || suite == 0 || b.N == 1 {
 			return
 		}
@@ -85,11 +87,12 @@ func BenchmarkTimeToVerdict(b *testing.B) {
 			"  floor (host-network pod, first log line)  %8s\n"+
 			"  one trace, intra-node                     %8s  floor + %s (goal: floor + 0.5s)\n"+
 			"  one trace, inter-node                     %8s  floor + %s (goal: floor + 0.5s)\n"+
-			"  suite, %d traces, --parallel %d (%d waves)  %8s  %.2fx one inter-node trace, %.2fx per wave (goal: within 2x)",
+			"  suite, %d traces, --parallel %d (%d waves)  %8s  %.2fx one inter-node trace, %.2fx per wave (goal: within 2x)\n"+
+			"  the same, helper pods per trace             %8s  (--share-helpers=false)",
 			floor.Round(time.Millisecond), intra.Round(time.Millisecond), (intra - floor).Round(time.Millisecond),
 			inter.Round(time.Millisecond), (inter - floor).Round(time.Millisecond),
 			suiteTraces, suiteParallel, waves, suite.Round(time.Millisecond),
-			float64(suite)/float64(inter), float64(suite)/float64(inter)/float64(waves))
+			float64(suite)/float64(inter), float64(suite)/float64(inter)/float64(waves), own.Round(time.Millisecond))
 	})
 }
 
@@ -102,14 +105,14 @@ const (
 
 // timeSuite runs the smoke suite and returns the time until check exits:
 // every verdict in, every trace cleaned up.
-func timeSuite(b *testing.B, f *traceFixture) (time.Duration, error) {
+func timeSuite(b *testing.B, f *traceFixture, flags ...string) (time.Duration, error) {
 	file := filepath.Join(b.TempDir(), "smoke.yaml")
 	if err := os.WriteFile(file, []byte(smokeSuite(f)), 0o600); err != nil {
 		return 0, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "kubectl", "traceflow", "check", "-f", file, "-o", "json")
+	cmd := exec.CommandContext(ctx, "kubectl", append([]string{"traceflow", "check", "-f", file, "-o", "json"}, flags...)...)
 	cmd.Env = kubectlEnv()
 	start := time.Now()
 	out, err := cmd.Output()

@@ -8,12 +8,20 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/suite"
 )
@@ -123,9 +131,14 @@ func TestCheckSuitePasses(t *testing.T) {
 		t.Fatal(err)
 	}
 	report := filepath.Join(dir, "report.xml")
+	pods := watchHelperPods(t)
 	start := time.Now()
 	r := runCheck(t, "", "-f", file, "--junit", report)
 	t.Logf("25 cases, %d traces in %s", len(r.cases), time.Since(start).Round(time.Millisecond))
+	// One shared helper per node served all 27 traces.
+	if created := pods(); len(created) != len(labNodes) {
+		t.Errorf("helper pods created: %v, want one per node (%d)", created, len(labNodes))
+	}
 	if r.code != 0 {
 		t.Errorf("exit %d, want 0", r.code)
 	}
@@ -145,6 +158,40 @@ func TestCheckSuitePasses(t *testing.T) {
 		t.Errorf("JUnit counts wrong:\n%s", xml)
 	}
 	assertNothingLeft(t)
+}
+
+// watchHelperPods watches the creation of helper pods from now on; the
+// returned func stops the watch and lists the pods created, by
+// namespace/name.
+func watchHelperPods(t testing.TB) func() []string {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(stateDir(), "kubeconfig"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	ctx, cancel := context.WithCancel(context.Background())
+	w, err := cs.CoreV1().Pods("").Watch(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/managed-by=kubectl-traceflow"})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for e := range w.ResultChan() {
+			if p, ok := e.Object.(*corev1.Pod); ok && e.Type == watch.Added {
+				seen[p.Namespace+"/"+p.Name] = true
+			}
+		}
+	}()
+	return func() []string {
+		cancel()
+		w.Stop()
+		<-done
+		return slices.Sorted(maps.Keys(seen))
+	}
 }
 
 // validateJUnit checks file against the Jenkins JUnit schema kept in the

@@ -44,11 +44,17 @@ type serveCluster struct {
 	// server pod instead of starting it.
 	failPod   string
 	attachErr error
+	// together, when set, holds every sender until that many receivers
+	// were started: the traces then overlap, as a suite's do.
+	together int
+	cond     *sync.Cond
 }
 
 func newServeCluster() *serveCluster {
-	return &serveCluster{pods: newChanWatch(), events: newChanWatch(), logs: map[string]*io.PipeWriter{},
+	f := &serveCluster{pods: newChanWatch(), events: newChanWatch(), logs: map[string]*io.PipeWriter{},
 		readers: map[string]*io.PipeReader{}, injected: map[string]chan struct{}{}, commands: map[string]int{}}
+	f.cond = sync.NewCond(&f.mu)
+	return f
 }
 
 func (f *serveCluster) CreatePod(_ context.Context, p *corev1.Pod) error {
@@ -153,6 +159,7 @@ func (f *serveCluster) Attach(_ context.Context, _, pod string, stdin io.Reader)
 			continue
 		}
 		f.commands[c.Args[0]]++
+		f.cond.Broadcast()
 		inj := f.injected[trace]
 		if inj == nil {
 			inj = make(chan struct{})
@@ -177,6 +184,11 @@ func (f *serveCluster) Attach(_ context.Context, _, pod string, stdin io.Reader)
 				<-stop
 				cleanup(c.ID)
 			case "trace":
+				f.mu.Lock()
+				for f.commands["receive"] < f.together {
+					f.cond.Wait()
+				}
+				f.mu.Unlock()
 				write(c.ID, readyLine(report.RoleSender))
 				close(inj)
 				write(c.ID, obsLine(spoof, 2, "SpoofGuard", "priority=200,ip"))
@@ -218,6 +230,7 @@ func sharedPlan(name string) Plan {
 // pool ends the servers' input and deletes their pods.
 func TestPoolRunsTracesOnSharedHelpers(t *testing.T) {
 	f := newServeCluster()
+	f.together = 3
 	h, pool := poolHarness(f)
 	c := cfg()
 	c.Pool = pool
