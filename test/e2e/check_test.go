@@ -372,3 +372,90 @@ func TestTraceAllEndpoints(t *testing.T) {
 	}
 	assertNothingLeft(t)
 }
+
+// Issue 16, done-when 4, the hard way: a second Ctrl-C exits at once, and
+// the cleanup it starts in the background removes every running trace's
+// claim and record and the run's shared helpers, not only the last trace
+// registered.
+func TestCheckSecondInterruptCleansUp(t *testing.T) {
+	f := getTraceFixture(t)
+	const timeout = 5 * time.Second
+	file := filepath.Join(t.TempDir(), "smoke.yaml")
+	body := strings.Replace(smokeSuite(f), "timeout: 20s", "timeout: 5s", 1)
+	if err := os.WriteFile(file, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("kubectl", "traceflow", "check", "-o", "json", "-f", file)
+	cmd.Env = kubectlEnv()
+	var errb strings.Builder
+	cmd.Stderr = &errb
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := make(chan string)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	eventually(t, 60*time.Second, "helper pods of the suite", func() error {
+		if helperPods(t) == "" {
+			return errors.New("none yet")
+		}
+		return nil
+	})
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	// The second signal goes once the first is seen to have acted (two
+	// sent back to back may arrive as one): the traces not started yet
+	// report at once, while the running ones are still stopping.
+	select {
+	case l := <-lines:
+		rememberTrace(decodeCheck(t, l)[0].Trace, 0)
+	case <-time.After(10 * time.Second):
+		t.Fatal("no trace reported within 10 s of the first Ctrl-C")
+	}
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatalf("second Ctrl-C: %v (the plugin had already exited)", err)
+	}
+	start := time.Now()
+	for l := range lines {
+		decodeCheck(t, l)
+	}
+	err = cmd.Wait()
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("the plugin took %s to exit after a second Ctrl-C", d)
+	}
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 3 {
+		t.Errorf("exit %v, want 3\n%s", err, errb.String())
+	}
+	t.Logf("stderr:\n%s", errb.String())
+	if !strings.Contains(errb.String(), "in the background") {
+		t.Errorf("no word of the background cleanup:\n%s", errb.String())
+	}
+	eventually(t, 15*time.Second, "helper pods, claims and records removed after a second Ctrl-C", func() error {
+		if p := helperPods(t); p != "" {
+			return fmt.Errorf("pods still there: %s", p)
+		}
+		if l := strings.TrimSpace(mustKubectl(t, "get", "leases", "-A", "-l=app.kubernetes.io/managed-by=kubectl-traceflow", "-o", "name")); l != "" {
+			return fmt.Errorf("claims: %s", l)
+		}
+		return nil
+	})
+	horizon := start.Add(timeout + 3*time.Second)
+	eventually(t, time.Until(horizon)+5*time.Second, "helpers gone and trace flows expired", func() error {
+		if time.Now().Before(horizon) {
+			return fmt.Errorf("the traces' timeout (%s) since the second Ctrl-C has not passed yet", timeout)
+		}
+		return helpersAndFlowsGone(t)
+	})
+	assertNothingLeft(t)
+}

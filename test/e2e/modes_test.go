@@ -128,6 +128,7 @@ var holdsIn = map[string][]string{
 	"TestCheckWrongExpectationFails":      labOnly,
 	"TestCheckBadSuitesCreateNothing":     labOnly,
 	"TestCheckInterruptLeavesNothing":     labOnly,
+	"TestCheckSecondInterruptCleansUp":    labOnly,
 	"TestTraceAllEndpoints":               labOnly,
 	"TestTraceSecondInterruptExitsAtOnce": everyMode,
 	// The fault campaign (issue 15).
