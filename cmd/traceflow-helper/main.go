@@ -93,7 +93,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 // its flows and writes its cleanup line before this returns.
 func runTrace(ctx context.Context, o *options, stdin io.Reader, out *report.Writer, logf func(string, ...any)) int {
 	common := o.common(out, logf)
-	if o.mode == "trace" && o.injectOnStdin {
+	if o.injectOnStdin {
 		if err := waitForGo(ctx, stdin); err != nil {
 			_ = out.Write(report.Line{Type: report.TypeError, Error: &report.Error{Code: report.ErrorSetup, Message: err.Error()}})
 			logf("traceflow-helper trace: %v", err)
@@ -131,11 +131,13 @@ const goWaitLimit = 2 * time.Minute
 // waitForGo blocks until a line arrives on stdin. The plugin starts the
 // sender's pod together with the receivers' and writes the line once every
 // receiver is ready, so the sender's start overlaps theirs; the sender
-// installs its flows and injects only then. End of input first means the
-// plugin went away: the sender must not inject.
+// installs its flows and injects only then. A receiver gets its line the
+// moment the plugin has attached: nothing it prints is then missed by the
+// attach, which carries its report. End of input first means the plugin
+// went away: the helper must not start.
 func waitForGo(ctx context.Context, stdin io.Reader) error {
 	if stdin == nil {
-		return errors.New("--inject-on-stdin needs a standard input")
+		return errors.New("--start-on-stdin needs a standard input")
 	}
 	got := make(chan error, 1)
 	go func() {
@@ -145,12 +147,12 @@ func waitForGo(ctx context.Context, stdin io.Reader) error {
 	select {
 	case err := <-got:
 		if err != nil {
-			return fmt.Errorf("standard input ended before the plugin said go (%w): not injecting", err)
+			return fmt.Errorf("standard input ended before the plugin said go (%w): not starting", err)
 		}
 		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("stopped while waiting for the plugin's go: %w", ctx.Err())
 	case <-time.After(goWaitLimit):
-		return fmt.Errorf("no go from the plugin within %s: not injecting", goWaitLimit)
+		return fmt.Errorf("no go from the plugin within %s: not starting", goWaitLimit)
 	}
 }

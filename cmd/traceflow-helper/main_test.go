@@ -79,8 +79,8 @@ func TestWaitForGo(t *testing.T) {
 		t.Fatalf("a line on stdin is the go: %v", err)
 	}
 	err := waitForGo(context.Background(), strings.NewReader(""))
-	if err == nil || !strings.Contains(err.Error(), "not injecting") {
-		t.Fatalf("end of input before go must refuse to inject, got %v", err)
+	if err == nil || !strings.Contains(err.Error(), "not starting") {
+		t.Fatalf("end of input before go must refuse to start, got %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -91,12 +91,20 @@ func TestWaitForGo(t *testing.T) {
 	}
 }
 
-func TestInjectOnStdinRefusesWithoutGo(t *testing.T) {
-	var out, errb bytes.Buffer
-	code := run(context.Background(), []string{"trace", "--inject-on-stdin", "--source-pod", "default/a", "--destination", "10.0.0.1",
-		"--ovs-rundir", t.TempDir()}, strings.NewReader(""), &out, &errb)
-	if code != 4 || !strings.Contains(out.String(), `"type":"error"`) || !strings.Contains(out.String(), "not injecting") {
-		t.Fatalf("exit %d, stdout %q", code, out.String())
+// A helper told to wait for the plugin's word does nothing when its input
+// ends first: the sender under either flag name, and a receiver.
+func TestStartOnStdinRefusesWithoutGo(t *testing.T) {
+	for _, args := range [][]string{
+		{"trace", "--inject-on-stdin", "--source-pod", "default/a", "--destination", "10.0.0.1"},
+		{"trace", "--start-on-stdin", "--source-pod", "default/a", "--destination", "10.0.0.1"},
+		{"receive", "--start-on-stdin", "--tag", "5"},
+	} {
+		var out, errb bytes.Buffer
+		code := run(context.Background(), append(args, "--ovs-rundir", t.TempDir()), strings.NewReader(""), &out, &errb)
+		if code != 4 || !strings.Contains(out.String(), `"type":"error"`) || !strings.Contains(out.String(), "not starting") ||
+			strings.Contains(out.String(), `"type":"ready"`) {
+			t.Errorf("%v: exit %d, stdout %q", args, code, out.String())
+		}
 	}
 }
 

@@ -80,6 +80,7 @@ func newOptions(mode string, stderr io.Writer) *options {
 	fs.StringVar(&o.node, "node", nodeName(), "node name to report ($NODE_NAME, else the hostname)")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "how long to wait for the probe; also the flows' hard_timeout")
 	fs.UintVar(&o.mark, "mark", 0, "the probe's mark in its IPv4 identification (low 16 bits) or IPv6 flow label, 1..0xfffff; sender and receivers of one trace must agree (default: derived from the tag; the plugin passes a random one)")
+	fs.BoolVar(&o.injectOnStdin, "start-on-stdin", false, "start, then wait for a line on standard input before installing flows (the plugin's word: at once for a receiver, once every receiver is ready for a sender); the plugin then reads the report through the same attach, without the kubelet's log lag")
 	if mode == "receive" {
 		fs.UintVar(&o.tag, "tag", 0, "the probe's DSCP tag, 1..63 (required)")
 		return o
@@ -96,7 +97,7 @@ func newOptions(mode string, stderr io.Writer) *options {
 	fs.UintVar(&o.ttl, "ttl", 64, "IP TTL / hop limit")
 	fs.StringVar(&o.sourceIP, "source-ip", "", "probe source IP (default: the port's external_ids ip, ip_addresses or ip-address)")
 	fs.StringVar(&o.sourceMAC, "source-mac", "", "probe source MAC (default: the port's external_ids mac, attached_mac or attached-mac)")
-	fs.BoolVar(&o.injectOnStdin, "inject-on-stdin", false, "start, then wait for a line on standard input before installing flows and injecting (the plugin's go once every receiver is ready)")
+	fs.BoolVar(&o.injectOnStdin, "inject-on-stdin", false, "the same as --start-on-stdin (the name earlier plugins pass a sender)")
 	fs.StringVar(&o.destMAC, "destination-mac", "", "probe destination MAC (default: the local destination pod's MAC, else the gateway port's)")
 	return o
 }

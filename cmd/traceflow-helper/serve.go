@@ -213,7 +213,7 @@ func (s *server) start(id string, args []string) {
 		return
 	}
 	if o.injectOnStdin {
-		s.refuse(id, "--inject-on-stdin is for a one-shot helper: serve's standard input carries its commands, so start the trace when it should inject")
+		s.refuse(id, "--start-on-stdin (--inject-on-stdin) is for a one-shot helper: serve's standard input carries its commands, so start the trace when it should inject")
 		return
 	}
 	s.mu.Lock()

@@ -112,7 +112,7 @@ func (o *TraceOptions) trace(ctx context.Context, c *Clients, res *resolve.Resul
 	ho, err := r.Run(ctx, helpermode.Config{
 		Namespace: o.helperNamespace, Image: o.helperImage, OVSRunDir: o.ovsRunDir, OVNRunDir: o.ovnRunDir, Bridge: o.bridge,
 		Timeout: o.timeout, Keep: o.keep,
-		ParallelStart: o.pool == nil && len(receivers) > 0 && c.RESTConfig != nil && canAttach(ctx, c.Kube, o.helperNamespace),
+		ParallelStart: o.pool == nil && c.RESTConfig != nil && canAttach(ctx, c.Kube, o.helperNamespace),
 		Pool:          o.pool,
 	}, helpermode.Plan{
 		Trace: tf.Name, View: started, Sender: res.Source.Node, Receivers: receivers,

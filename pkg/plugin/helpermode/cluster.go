@@ -41,8 +41,10 @@ type Cluster interface {
 	WatchEvents(ctx context.Context, namespace string) (watch.Interface, error)
 	// Logs follows the output of a pod's helper container.
 	Logs(ctx context.Context, namespace, pod string) (io.ReadCloser, error)
-	// Attach streams stdin to a pod's helper container until stdin ends.
-	Attach(ctx context.Context, namespace, pod string, stdin io.Reader) error
+	// Attach streams stdin to a pod's helper container, and its standard
+	// output and error to stdout and stderr where not nil, until the
+	// container's streams end.
+	Attach(ctx context.Context, namespace, pod string, stdin io.Reader, stdout, stderr io.Writer) error
 }
 
 // NewCluster returns a Cluster over a clientset. Watches and log streams,
@@ -103,12 +105,12 @@ func (c clientsetCluster) WatchEvents(ctx context.Context, namespace string) (wa
 	})
 }
 
-func (c clientsetCluster) Attach(ctx context.Context, namespace, pod string, stdin io.Reader) error {
+func (c clientsetCluster) Attach(ctx context.Context, namespace, pod string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if c.cfg == nil {
 		return errors.New("no REST config to attach with")
 	}
 	req := c.cs.CoreV1().RESTClient().Post().Resource("pods").Namespace(namespace).Name(pod).SubResource("attach").
-		VersionedParams(&corev1.PodAttachOptions{Container: helperpod.ContainerName, Stdin: true}, scheme.ParameterCodec)
+		VersionedParams(&corev1.PodAttachOptions{Container: helperpod.ContainerName, Stdin: true, Stdout: stdout != nil, Stderr: stderr != nil}, scheme.ParameterCodec)
 	// WebSockets first (the default since Kubernetes 1.31), SPDY where a
 	// proxy or an older API server refuses the upgrade.
 	ws, err := remotecommand.NewWebSocketExecutor(c.cfg, "GET", req.URL().String())
@@ -125,7 +127,7 @@ func (c clientsetCluster) Attach(ctx context.Context, namespace, pod string, std
 	if err != nil {
 		return err
 	}
-	return exec.StreamWithContext(ctx, remotecommand.StreamOptions{Stdin: stdin})
+	return exec.StreamWithContext(ctx, remotecommand.StreamOptions{Stdin: stdin, Stdout: stdout, Stderr: stderr})
 }
 
 func (c clientsetCluster) Logs(ctx context.Context, namespace, pod string) (io.ReadCloser, error) {

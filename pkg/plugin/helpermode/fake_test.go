@@ -47,6 +47,10 @@ type fakeCluster struct {
 	ended  map[string]bool
 	// attachErr, when set, is what Attach returns at once.
 	attachErr error
+	// attached lists the pods whose report was read through Attach; goes
+	// counts the go lines.
+	attached map[string]bool
+	goes     int
 }
 
 func newFakeCluster(script func(f *fakeCluster, p *corev1.Pod)) *fakeCluster {
@@ -143,16 +147,37 @@ func (f *fakeCluster) Logs(_ context.Context, _, pod string) (io.ReadCloser, err
 	return r, nil
 }
 
-func (f *fakeCluster) Attach(_ context.Context, _, pod string, stdin io.Reader) error {
+// Attach plays an attach: a line on stdin is the helper's go; with
+// stdout, the helper's report is read from here, not from its log.
+func (f *fakeCluster) Attach(_ context.Context, _, pod string, stdin io.Reader, stdout, _ io.Writer) error {
 	if f.attachErr != nil {
 		return f.attachErr
+	}
+	copied := make(chan struct{})
+	if stdout != nil {
+		f.mu.Lock()
+		r := f.readers[pod]
+		if f.attached == nil {
+			f.attached = map[string]bool{}
+		}
+		f.attached[pod] = true
+		close(f.opened[pod])
+		f.mu.Unlock()
+		go func() {
+			defer close(copied)
+			_, _ = io.Copy(stdout, r)
+		}()
+	} else {
+		close(copied)
 	}
 	line, err := bufio.NewReader(stdin).ReadString('\n')
 	if err == nil && line == "go\n" {
 		f.mu.Lock()
+		f.goes++
 		close(f.gone[pod])
 		f.mu.Unlock()
 	}
+	<-copied
 	return nil
 }
 

@@ -431,7 +431,7 @@ func (s *server) start() {
 }
 
 func (s *server) attach() {
-	err := s.p.cfg.Cluster.Attach(s.p.life, s.p.cfg.Namespace, s.pod, s.stdinR)
+	err := s.p.cfg.Cluster.Attach(s.p.life, s.p.cfg.Namespace, s.pod, s.stdinR, nil, nil)
 	_ = s.stdinR.Close()
 	if err != nil && s.p.life.Err() == nil {
 		s.fail(fmt.Sprintf("cannot attach to it to hand it traces: %v (the plugin needs create on pods/attach in namespace %s)", err, s.p.cfg.Namespace))

@@ -118,7 +118,7 @@ func (f *serveCluster) node(pod string) string {
 
 // Attach plays the server: it serves until its standard input ends, then
 // stops what still runs and ends its log.
-func (f *serveCluster) Attach(_ context.Context, _, pod string, stdin io.Reader) error {
+func (f *serveCluster) Attach(_ context.Context, _, pod string, stdin io.Reader, _, _ io.Writer) error {
 	if f.attachErr != nil {
 		return f.attachErr
 	}

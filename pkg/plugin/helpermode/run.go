@@ -35,10 +35,14 @@ type Config struct {
 	Timeout   time.Duration
 	// Keep leaves the Traceflow record in place after the trace.
 	Keep bool
-	// ParallelStart starts the sender together with the receivers and
-	// tells it to inject, through its standard input, once every receiver
-	// is ready; otherwise the sender starts only then. It needs the right
-	// to attach to pods.
+	// ParallelStart attaches to every helper: its standard input says
+	// when to start (a receiver at once, the sender once every receiver is
+	// ready, so that the sender's pod starts together with theirs), and
+	// its report comes back through the attach the moment it is written,
+	// not once the kubelet serves the container's log (up to its 1 s
+	// relist later). Otherwise the sender's pod starts once every receiver
+	// is ready, and reports are read from the logs. It needs the right to
+	// attach to pods.
 	ParallelStart bool
 	// Pool, when set, runs the trace's helpers on the nodes' shared
 	// helpers (a check run's) instead of pods of the trace's own.
@@ -193,8 +197,9 @@ func (r *Runner) Run(ctx context.Context, cfg Config, plan Plan) (out Outcome, e
 	defer events.Stop()
 
 	t := &tracer{r: r, cfg: cfg, plan: plan, tag: claim.Tag, mark: newMark(), rec: rec, life: life, pods: pods, lines: make(chan lineMsg, 16), helpers: map[string]*helper{},
-		nodeWatches: map[string]context.CancelFunc{}, nodesDown: make(chan nodeDown)}
-	t.goR, t.goW = io.Pipe()
+		nodeWatches: map[string]context.CancelFunc{}, nodesDown: make(chan nodeDown),
+		// A shared helper runs its part the moment it is handed it.
+		parallel: cfg.ParallelStart && cfg.Pool == nil}
 	defer func() {
 		c, cancel := context.WithTimeout(context.WithoutCancel(ctx), budget()+settleWait)
 		defer cancel()
@@ -285,13 +290,9 @@ type tracer struct {
 	hops    []outcome.TimedHop
 	// end is the hop where the packet's path ended, once one reported it.
 	end *outcome.Hop
-	// parallel: the sender started with the receivers and waits for the go
-	// written to goW, which an attach to its stdin reads from goR.
-	parallel  bool
-	goR       *io.PipeReader
-	goW       *io.PipeWriter
-	goSent    bool
-	attaching bool
+	// parallel: every helper is attached to (Config.ParallelStart): its
+	// standard input carries its go, its standard output its report.
+	parallel bool
 	// nodeWatches stop the watch on each node's kubelet; nodesDown says
 	// which node's kubelet has stopped.
 	nodeWatches map[string]context.CancelFunc
@@ -301,6 +302,7 @@ type tracer struct {
 func (t *tracer) newHelper(node string, role helperpod.Role) *helper {
 	name := helperpod.Name(t.plan.Trace, role, node)
 	h := &helper{node: node, role: podRole(role), pod: name}
+	h.goR, h.goW = io.Pipe()
 	t.helpers[name] = h
 	return h
 }
@@ -315,7 +317,7 @@ func (t *tracer) create(ctx context.Context, h *helper, role helperpod.Role) err
 		TraceName: t.plan.Trace, Namespace: t.cfg.Namespace, Node: h.node, Role: role,
 		Image: t.cfg.Image, PullPolicy: t.cfg.PullPolicy, OVSRunDir: t.cfg.OVSRunDir, OVNRunDir: t.cfg.OVNRunDir,
 		Bridge: t.cfg.Bridge, Tag: t.tag, Mark: t.mark, Timeout: t.cfg.Timeout, Args: args,
-		WaitForGo: role == helperpod.RoleSender && t.parallel,
+		WaitForGo: t.parallel,
 	}
 	if t.cfg.Pool != nil {
 		return t.startShared(h, params)
@@ -344,9 +346,6 @@ func (t *tracer) loop(ctx context.Context, pods, events watch.Interface) ending 
 		}
 	}
 	t.sender = t.newHelper(t.plan.Sender, helperpod.RoleSender)
-	// A shared helper runs the sender's part the moment it is handed it:
-	// there is no pod start to overlap.
-	t.parallel = t.cfg.ParallelStart && len(receivers) > 0 && t.cfg.Pool == nil
 	if t.parallel {
 		if err := t.create(ctx, t.sender, helperpod.RoleSender); err != nil {
 			return ending{verdict: outcome.Failed, reason: err.Error(), err: err}
@@ -405,20 +404,21 @@ func (t *tracer) maybeStartSender(ctx context.Context) error {
 		}
 		return t.create(ctx, t.sender, helperpod.RoleSender)
 	}
-	if !t.goSent {
-		t.goSent = true
-		// The write waits for the attach to read it; the attach closes the
-		// reader when it ends, which ends the write too.
-		go func() {
-			if _, err := t.goW.Write([]byte("go\n")); err == nil {
-				_ = t.goW.Close()
-			}
-		}()
-	}
+	t.sendGo(t.sender)
 	return nil
 }
 
-// startShared hands h's part of the trace to its node's shared helper.
+// sendGo writes a helper's go to its standard input, once. The write
+// waits for the attach to read it. The input stays open: the attach
+// carries the helper's report until it ends.
+func (t *tracer) sendGo(h *helper) {
+	if h.goSent {
+		return
+	}
+	h.goSent = true
+	go func() { _, _ = h.goW.Write([]byte("go\n")) }()
+}
+
 func (t *tracer) startShared(h *helper, params helperpod.Params) error {
 	if err := t.cfg.Pool.Start(h.node, h.pod, helperpod.CommandArgs(params), t.lines); err != nil {
 		return exitcode.Wrap(exitcode.Setup, err)
@@ -457,29 +457,32 @@ func (t *tracer) onPod(ctx context.Context, e watch.Event) *ending {
 		t.r.Emit(outcome.HelperWaiting{At: outcome.At{Time: t.r.Now()}, Node: h.node, Role: h.role, Reason: waiting})
 	}
 	if started(p) {
-		t.containerStarted(ctx, h)
+		t.containerStarted(h)
 	}
 	return nil
 }
 
-// containerStarted follows the helper's log (and, for a sender started in
-// parallel, attaches to its stdin) once its container runs. The kubelet's
-// "Started" event says so at once; the pod's status can lag by a second or
-// more, so whichever comes first starts it.
-func (t *tracer) containerStarted(ctx context.Context, h *helper) {
+// containerStarted follows the helper's log, or attaches to it, once its
+// container runs. The kubelet's "Started" event says so at once; the pod's
+// status can lag by a second or more, so whichever comes first starts it.
+// A container is attached to as soon as it runs, where its log is served
+// only once the kubelet's pod-lifecycle relist has seen it.
+func (t *tracer) containerStarted(h *helper) {
 	if h.streaming {
 		return
 	}
 	h.streaming = true
 	t.stopNodeWatch(h.node)
-	go t.follow(t.life, t.cfg.Namespace, h.pod)
-	if h == t.sender && t.parallel && !t.attaching {
-		t.attaching = true
-		go t.attach(ctx, t.cfg.Namespace, h.pod)
-		if !h.ready {
-			h.waiting = "waiting for the receivers"
-			t.r.Emit(outcome.HelperWaiting{At: outcome.At{Time: t.r.Now()}, Node: h.node, Role: h.role, Reason: h.waiting})
-		}
+	if !t.parallel {
+		go t.follow(t.life, t.cfg.Namespace, h.pod)
+		return
+	}
+	go t.attach(t.life, h)
+	if h.role == report.RoleReceiver {
+		t.sendGo(h)
+	} else if !h.ready && len(t.plan.Receivers) > 0 {
+		h.waiting = "waiting for the receivers"
+		t.r.Emit(outcome.HelperWaiting{At: outcome.At{Time: t.r.Now()}, Node: h.node, Role: h.role, Reason: h.waiting})
 	}
 }
 
@@ -493,7 +496,7 @@ func (t *tracer) onEvent(ctx context.Context, e watch.Event) *ending {
 		return nil
 	}
 	if ev.Reason == "Started" {
-		t.containerStarted(ctx, h)
+		t.containerStarted(h)
 		return nil
 	}
 	runDir := t.cfg.OVSRunDir

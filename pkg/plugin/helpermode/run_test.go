@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -348,15 +349,20 @@ func TestParallelStartSaysGoWhenReceiversAreReady(t *testing.T) {
 	if err != nil || out.Verdict != outcome.Delivered {
 		t.Fatalf("%s %v", out.Verdict, err)
 	}
-	// Both pods exist from the start; the sender waited for its go.
+	// Both pods exist from the start; each waited for its go, and its
+	// report came through the attach, not its log.
 	if got := strings.Join(h.cluster.createdNames(), ","); got != "receiver@n2,sender@n1" {
 		t.Errorf("pods created %s", got)
 	}
+	h.cluster.mu.Lock()
+	defer h.cluster.mu.Unlock()
 	for _, p := range h.cluster.created {
-		isSender := p.Labels[helperpod.RoleLabel] == string(helperpod.RoleSender)
-		if p.Spec.Containers[0].Stdin != isSender {
-			t.Errorf("%s: stdin %v", p.Name, p.Spec.Containers[0].Stdin)
+		if !p.Spec.Containers[0].Stdin || !slices.Contains(p.Spec.Containers[0].Args, "--start-on-stdin") || !h.cluster.attached[p.Name] {
+			t.Errorf("%s: stdin %v, args %v, attached %v", p.Name, p.Spec.Containers[0].Stdin, p.Spec.Containers[0].Args, h.cluster.attached[p.Name])
 		}
+	}
+	if h.cluster.goes != 2 {
+		t.Errorf("%d go lines, want one for each helper", h.cluster.goes)
 	}
 }
 
@@ -374,18 +380,23 @@ func TestParallelStartAttachRefused(t *testing.T) {
 	}
 }
 
-func TestIntraNodeNeverWaitsForGo(t *testing.T) {
+// An intra-node trace has no receiver to wait for: its sender gets its go
+// the moment it is attached to, and its report comes through the attach.
+func TestIntraNodeGoesAtOnce(t *testing.T) {
 	h := newHarness(func(f *fakeCluster, p *corev1.Pod) {
 		f.run(p)
-		if p.Spec.Containers[0].Stdin {
-			t.Error("an intra-node sender was told to wait for a go nobody sends")
-		}
+		f.waitGo(p)
 		f.write(p, readyLine(report.RoleSender), obsLine(delivered, 12, "Output", "x"))
 	})
 	c := cfg()
 	c.ParallelStart = true
 	if out, err := h.runner.Run(context.Background(), c, plan()); err != nil || out.Verdict != outcome.Delivered {
 		t.Fatalf("%s %v", out.Verdict, err)
+	}
+	h.cluster.mu.Lock()
+	defer h.cluster.mu.Unlock()
+	if h.cluster.goes != 1 || len(h.cluster.attached) != 1 {
+		t.Errorf("%d go lines, %d pods attached to; want 1 and 1", h.cluster.goes, len(h.cluster.attached))
 	}
 }
 

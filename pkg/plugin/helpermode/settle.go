@@ -29,9 +29,19 @@ const settleWait = 3 * time.Second
 // It returns an error only when the pods could not be deleted; helpers
 // that did not confirm are warned about, with how to remove their flows.
 func (t *tracer) settle(ctx context.Context) error {
-	// A sender still waiting for its go reads end of input: it does not
-	// inject.
-	_ = t.goW.Close()
+	// A helper still waiting for its go reads end of input: it does not
+	// start. One that started keeps its input, and with it the attach that
+	// carries its last lines (the cleanup line), until it is settled.
+	for _, h := range t.helpers {
+		if !h.goSent {
+			_ = h.goW.Close()
+		}
+	}
+	defer func() {
+		for _, h := range t.helpers {
+			_ = h.goW.Close()
+		}
+	}()
 	if t.cfg.Pool != nil {
 		return t.settleShared(ctx)
 	}

@@ -2,6 +2,7 @@ package helpermode
 
 import (
 	"fmt"
+	"io"
 	"maps"
 	"slices"
 	"strconv"
@@ -30,7 +31,12 @@ type helper struct {
 	cleanup *report.Cleanup
 	cookie  string
 	waiting string
-	result  *report.NodeResult
+	// goR and goW are its standard input, through an attach (Config.
+	// ParallelStart); goSent: its go was written.
+	goR    *io.PipeReader
+	goW    *io.PipeWriter
+	goSent bool
+	result *report.NodeResult
 	// noise keeps the last lines that were not report lines (a crash's
 	// stack trace, a shell error) to quote when the helper fails.
 	noise []string

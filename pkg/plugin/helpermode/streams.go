@@ -12,23 +12,53 @@ import (
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/report"
 )
 
-// The streams of a trace: each helper's log, followed line by line into
-// the loop, and the sender's standard input, which carries its go.
+// The streams of a trace: each helper's report, read from its log or
+// from an attach to it, line by line into the loop, and its standard
+// input, which carries its go.
 
-// attach streams the go to the sender's standard input.
-func (t *tracer) attach(ctx context.Context, ns, pod string) {
-	err := t.r.Cluster.Attach(ctx, ns, pod, t.goR)
-	_ = t.goR.Close()
+// attach streams a helper's go to its standard input and its standard
+// output (the report) and error (its words to humans) back into the loop.
+func (t *tracer) attach(ctx context.Context, h *helper) {
+	outR, outW := io.Pipe()
+	errR, errW := io.Pipe()
+	go t.scan(ctx, h.pod, outR, true)
+	go t.scan(ctx, h.pod, errR, false)
+	err := t.r.Cluster.Attach(ctx, t.cfg.Namespace, h.pod, h.goR, outW, errW)
+	// End the input from the writer's side: the attach's copy of it may
+	// outlive the stream, and reads end of input quietly where a closed
+	// reader would be reported as an error (on the user's terminal).
+	_ = h.goW.Close()
 	if err != nil {
 		select {
-		case t.lines <- lineMsg{pod: pod, attachErr: err}:
+		case t.lines <- lineMsg{pod: h.pod, attachErr: err}:
 		case <-ctx.Done():
 		}
+		_ = outW.CloseWithError(err)
+	} else {
+		_ = outW.Close()
 	}
+	_ = errW.Close()
 }
 
 // follow streams a helper's log into the loop.
 func (t *tracer) follow(ctx context.Context, ns, pod string) {
+	rc, err := openLog(ctx, t.r.Cluster, ns, pod)
+	if err != nil {
+		select {
+		case t.lines <- lineMsg{pod: pod, eof: fmt.Errorf("read its log: %w", err)}:
+		case <-ctx.Done():
+		}
+		return
+	}
+	defer rc.Close() //nolint:errcheck // a read-only stream
+	t.scan(ctx, pod, rc, true)
+}
+
+// scan sends r's lines into the loop: report lines, and any other line as
+// text, kept so that a failing helper can be quoted (a panic's stack
+// trace, a shell error). Where r is the report (not standard error), its
+// end is sent too.
+func (t *tracer) scan(ctx context.Context, pod string, r io.Reader, isReport bool) {
 	send := func(m lineMsg) bool {
 		select {
 		case t.lines <- m:
@@ -37,30 +67,24 @@ func (t *tracer) follow(ctx context.Context, ns, pod string) {
 			return false
 		}
 	}
-	rc, err := openLog(ctx, t.r.Cluster, ns, pod)
-	if err != nil {
-		send(lineMsg{pod: pod, eof: fmt.Errorf("read its log: %w", err)})
-		return
-	}
-	defer rc.Close() //nolint:errcheck // a read-only stream
-	sc := bufio.NewScanner(rc)
+	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64*1024), 8*1024*1024)
 	for sc.Scan() {
 		if len(sc.Bytes()) == 0 {
 			continue
 		}
 		m := lineMsg{pod: pod}
-		l, err := report.ParseLine(sc.Bytes())
-		if err != nil {
-			// Not a report line (a panic's stack trace, a shell error):
-			// kept as text so a failing helper can be quoted.
-			m.text = sc.Text()
-		} else {
+		if l, err := report.ParseLine(sc.Bytes()); err == nil && isReport {
 			m.line = l
+		} else {
+			m.text = sc.Text()
 		}
 		if !send(m) {
 			return
 		}
+	}
+	if !isReport {
+		return
 	}
 	end := sc.Err()
 	if end == nil {

@@ -76,9 +76,10 @@ type Params struct {
 	Mark uint32
 	// Timeout is the trace's timeout; the pod's deadline is derived from it.
 	Timeout time.Duration
-	// WaitForGo starts a sender that waits for a line on its standard input
-	// (the plugin attaches and writes it once every receiver is ready)
-	// before it installs flows and injects.
+	// WaitForGo starts a helper that waits for a line on its standard
+	// input before it installs flows (the plugin attaches, and writes it at
+	// once to a receiver, and to a sender once every receiver is ready);
+	// its report then reaches the plugin through the same attach.
 	WaitForGo bool
 	// Args are the helper's arguments after the subcommand and the OVS flags
 	// that this package sets (--ovs-rundir, --bridge, --tag, --timeout).
@@ -118,7 +119,7 @@ func CommandArgs(p Params) []string {
 		args = append(args, "--mark", strconv.FormatUint(uint64(p.Mark), 10))
 	}
 	if p.WaitForGo {
-		args = append(args, "--inject-on-stdin")
+		args = append(args, "--start-on-stdin")
 	}
 	return append(args, p.Args...)
 }
@@ -200,10 +201,11 @@ func Build(p Params) (*corev1.Pod, error) {
 				Image:           p.Image,
 				ImagePullPolicy: pull,
 				Args:            args,
-				// Stdin carries the plugin's go to a sender started together
-				// with the receivers, or a server's traces; StdinOnce closes
-				// it when the plugin detaches, so a sender whose plugin died
-				// never injects, and a server stops its traces and exits.
+				// Stdin carries the plugin's go to a helper (a sender's once
+				// every receiver is ready), or a server's traces; StdinOnce
+				// closes it when the plugin detaches, so a helper whose
+				// plugin died never starts, and a server stops its traces
+				// and exits.
 				Stdin:     stdin,
 				StdinOnce: stdin,
 				// The helper names its node in its reports; with hostNetwork
