@@ -35,7 +35,7 @@ type options struct {
 	sourceIP, sourceMAC, dest, destMAC string
 	tcp, udp, srcPort                  uint
 	icmp                               bool
-	injectOnStdin                      bool
+	injectOnStdin                      bool // --start-on-stdin, or --inject-on-stdin
 	tcpFlags, ttl                      uint
 
 	// spec is the sender's trace, checked by parseTrace; its Common is

@@ -123,9 +123,15 @@ func (o *TraceOptions) trace(ctx context.Context, c *Clients, res *resolve.Resul
 }
 
 // cleanupTail are the arguments of the cleanup a second Ctrl-C starts that
-// follow its --trace flags.
+// follow its --trace flags. Unless --keep, a record is removed even when
+// finished: the trace may have written its verdict into it and been
+// stopped before it deleted it.
 func (o *TraceOptions) cleanupTail() []string {
-	return append([]string{"--helper-namespace", o.helperNamespace, "--request-timeout=5s"}, kubeconfigArgs(o.configFlags)...)
+	tail := []string{"--helper-namespace", o.helperNamespace, "--request-timeout=5s"}
+	if !o.keep {
+		tail = append(tail, "--all-records")
+	}
+	return append(tail, kubeconfigArgs(o.configFlags)...)
 }
 
 // antreaTags returns the dataplane tags of running traces that are not
