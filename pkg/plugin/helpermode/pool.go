@@ -70,8 +70,9 @@ type server struct {
 	pod  string
 
 	mu sync.Mutex
-	// started: its container runs and its log is followed; serving: it
-	// said it reads commands; failed says why it cannot serve (any more).
+	// started: its container runs, its input is attached to and its log
+	// followed; serving: commands are written to it (from its start);
+	// failed says why it cannot serve (any more).
 	started, serving bool
 	failed           string
 	subs             map[string]*subscription
@@ -279,7 +280,7 @@ func (p *Pool) server(node string) (*server, error) {
 		p.watched = true
 	}
 	s := &server{p: p, node: node, pod: helperpod.Name(p.cfg.Run, helperpod.RoleServer, node),
-		subs: map[string]*subscription{}, writes: make(chan []byte, 64), gone: make(chan struct{})}
+		subs: map[string]*subscription{}, writes: make(chan []byte, 256), gone: make(chan struct{})}
 	s.stdinR, s.stdinW = io.Pipe()
 	p.servers[node] = s
 	go s.create()
@@ -424,6 +425,14 @@ func (s *server) start() {
 		return
 	}
 	s.started = true
+	// Commands can go at once: what is written before the server reads
+	// its input waits in it. Waiting for the serving line instead would
+	// wait for the kubelet to serve the log (up to its 1 s relist).
+	s.serving = true
+	for _, b := range s.pending {
+		s.queueLocked(b)
+	}
+	s.pending = nil
 	s.mu.Unlock()
 	go s.attach()
 	go s.write()
@@ -540,14 +549,6 @@ func (s *server) onLine(l report.Line) {
 		return
 	}
 	switch l.Type {
-	case report.TypeServing:
-		if !s.serving {
-			s.serving = true
-			for _, b := range s.pending {
-				s.queueLocked(b)
-			}
-			s.pending = nil
-		}
 	case report.TypeError:
 		if l.Error != nil {
 			s.noise = append(s.noise, l.Error.Message)
