@@ -119,6 +119,13 @@ func TestFaultOVSRestartedOnReceiver(t *testing.T) {
 	waitLine(t, lines, 60*time.Second, "waiting", "role=Receiver", "scheduled")
 	labSh(t, "restart", node+"-ovs-vswitchd")
 	out, code := finish(cmd, lines)
+	// Real traffic right after the trace: the restarted node's agent may
+	// still be rebuilding its pipeline (its first sync after a restart
+	// knows no tunnel peer yet), and a probe that arrived then was really
+	// dropped there. A first connection that needed a retransmission (or
+	// failed) shows the node was still dropping packets after the trace.
+	first, took := realTrafficTimed(t, probe{f.ns, "a", "tcp", f.pods["b"].Status.PodIP, 80})
+	stillDropping := first != served || took >= time.Second
 	// The node's dataplane is back: the pipeline reinstalled, traffic flows.
 	eventually(t, 30*time.Second, "traffic a -> b after the restart", func() error {
 		if r := realTraffic(t, probe{f.ns, "a", "tcp", f.pods["b"].Status.PodIP, 80}); r != served {
@@ -126,8 +133,12 @@ func TestFaultOVSRestartedOnReceiver(t *testing.T) {
 		}
 		return nil
 	})
-	// OVS is named by its daemon: "ovs-vswitchd" (or "Open vSwitch").
-	verdictOrFailure(t, out, code, served, "node "+node, "vswitchd")
+	if code == 2 && stillDropping && strings.Contains(out, "dropped on "+node) {
+		t.Logf("the probe was dropped on %s while its pipeline was rebuilt, and real traffic right after was too (%s after %s)", node, first, took)
+	} else {
+		// OVS is named by its daemon: "ovs-vswitchd" (or "Open vSwitch").
+		verdictOrFailure(t, out, code, served, "node "+node, "vswitchd")
+	}
 	nothingLeftAnywhere(t, 20*time.Second)
 }
 

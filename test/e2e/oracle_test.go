@@ -44,6 +44,16 @@ const oracleTimeout = "2s"
 // an oracle there is nothing to judge the trace by.
 func realTraffic(t testing.TB, p probe) outcome {
 	t.Helper()
+	got, _ := realTrafficTimed(t, p)
+	return got
+}
+
+// realTrafficTimed is realTraffic with the time the workload client took
+// (its time= field; 0 where it printed none). A TCP connection that took a
+// second or more had its first SYN go unanswered: the kernel's first
+// retransmission comes after 1 s.
+func realTrafficTimed(t testing.TB, p probe) (outcome, time.Duration) {
+	t.Helper()
 	var args []string
 	switch p.proto {
 	case "tcp":
@@ -68,9 +78,15 @@ func realTraffic(t testing.TB, p probe) outcome {
 		t.Fatalf("real traffic %+v: %v", p, err)
 	}
 	got := outcome("")
+	var took time.Duration
 	for _, l := range strings.Split(string(out), "\n") {
 		if rest, ok := strings.CutPrefix(l, "result="); ok {
 			got = outcome(strings.Fields(rest)[0])
+			for _, f := range strings.Fields(rest) {
+				if v, ok := strings.CutPrefix(f, "time="); ok {
+					took, _ = time.ParseDuration(v)
+				}
+			}
 		}
 	}
 	want := map[outcome]int{served: 0, refused: 2, timedOut: 3}
@@ -78,7 +94,7 @@ func realTraffic(t testing.TB, p probe) outcome {
 		t.Fatalf("real traffic %+v: exit %d with result %q: the workload client gave no outcome\n%s", p, code, got, out)
 	}
 	t.Logf("real traffic %s/%s -> %s %s:%d: %s", p.ns, p.pod, p.proto, p.dst, p.port, strings.TrimSpace(string(out)))
-	return got
+	return got, took
 }
 
 // terminalActions are the fates a trace record reports for its packet
