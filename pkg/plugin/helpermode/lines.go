@@ -31,7 +31,7 @@ func (t *tracer) onLine(ctx context.Context, m lineMsg) *ending {
 		if h.ready {
 			return nil // the go got through: the stream just ended badly
 		}
-		return t.fail(h, fmt.Sprintf("cannot attach to it to say when to inject: %v (the plugin needs create on pods/attach in namespace %s)", m.attachErr, t.cfg.Namespace))
+		return t.fail(h, fmt.Sprintf("cannot attach to it to start it and read its report: %v (the plugin needs create on pods/attach in namespace %s)", m.attachErr, t.cfg.Namespace))
 	case m.eof != nil:
 		h.ended = true
 		if h.result == nil && !errors.Is(m.eof, io.EOF) && serverAway(m.eof) {
