@@ -426,8 +426,11 @@ func TestCheckSecondInterruptCleansUp(t *testing.T) {
 		t.Fatalf("second Ctrl-C: %v (the plugin had already exited)", err)
 	}
 	start := time.Now()
+	t.Logf("second Ctrl-C at %s", start.UTC().Format(time.RFC3339Nano))
 	for l := range lines {
-		decodeCheck(t, l)
+		for _, c := range decodeCheck(t, l) {
+			t.Logf("%s: %s (%s)", c.Trace, c.Verdict, c.Message)
+		}
 	}
 	err = cmd.Wait()
 	if d := time.Since(start); d > time.Second {
@@ -451,8 +454,9 @@ func TestCheckSecondInterruptCleansUp(t *testing.T) {
 		// Every record, not only those of the traces that reported: a
 		// trace stopped between its verdict and its record's deletion
 		// leaves a finished record for the background cleanup.
-		if r := strings.TrimSpace(mustKubectl(t, "get", "traceflows.crd.antrea.io", "-l=app.kubernetes.io/managed-by=kubectl-traceflow", "-o", "name")); r != "" {
-			return fmt.Errorf("records: %s", r)
+		if r := strings.TrimSpace(mustKubectl(t, "get", "traceflows.crd.antrea.io", "-l=app.kubernetes.io/managed-by=kubectl-traceflow",
+			"-o", "custom-columns=NAME:.metadata.name,CREATED:.metadata.creationTimestamp,PHASE:.status.phase,RV:.metadata.resourceVersion", "--no-headers")); r != "" {
+			return fmt.Errorf("records:\n%s", r)
 		}
 		return nil
 	})

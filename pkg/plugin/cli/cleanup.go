@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -28,6 +29,7 @@ type CleanupOptions struct {
 	force         bool
 	dryRun        bool
 	traces        []string
+	againAfter    time.Duration
 }
 
 func newCleanupCommand(streams genericiooptions.IOStreams, deps Deps, cf *genericclioptions.ConfigFlags) *cobra.Command {
@@ -62,6 +64,11 @@ The trace's OVS flows need no cleanup: they expire with the trace's timeout.`,
 	f.BoolVar(&o.dryRun, "dry-run", false, "list what would be removed, remove nothing")
 	f.StringArrayVar(&o.traces, "trace", nil, "only this trace's helper pods, tag claim and record (repeat for several)")
 	_ = f.MarkHidden("trace") // used by an interrupted trace to clean up after itself in the background
+	f.DurationVar(&o.againAfter, "again-after", 0, "sweep a second time after this long")
+	// The background cleanup of a plugin interrupted twice: what the plugin
+	// had asked the API server to create an instant before it exited may be
+	// created after the first sweep listed; the second sweep removes it.
+	_ = f.MarkHidden("again-after")
 	return cmd
 }
 
@@ -80,8 +87,21 @@ func (o *CleanupOptions) Run(ctx context.Context) error {
 	if err != nil && !o.force {
 		return exitcode.Errorf(exitcode.Setup, "read the API server's clock (a dry-run create of a Lease in %s) to tell what is stale: %w; check your RBAC, or use --force", clockNS, err)
 	}
-	removed, err := sweep.Sweep(ctx, c.Kube, c.Traceflows, sweep.Options{Namespace: ns, AllRecords: o.allRecords,
-		Force: o.force, DryRun: o.dryRun, Now: now, Traces: o.traces})
+	opts := sweep.Options{Namespace: ns, AllRecords: o.allRecords, Force: o.force, DryRun: o.dryRun, Now: now, Traces: o.traces}
+	removed, err := sweep.Sweep(ctx, c.Kube, c.Traceflows, opts)
+	if o.againAfter > 0 {
+		select {
+		case <-ctx.Done():
+		case <-time.After(o.againAfter):
+			opts.Now = opts.Now.Add(o.againAfter)
+			more, merr := sweep.Sweep(ctx, c.Kube, c.Traceflows, opts)
+			err = errors.Join(err, merr)
+			removed.Pods = append(removed.Pods, more.Pods...)
+			removed.Leases = append(removed.Leases, more.Leases...)
+			removed.Records = append(removed.Records, more.Records...)
+			removed.Live = more.Live
+		}
+	}
 	verb := "removed"
 	if o.dryRun {
 		verb = "would remove"

@@ -125,9 +125,10 @@ func (o *TraceOptions) trace(ctx context.Context, c *Clients, res *resolve.Resul
 // cleanupTail are the arguments of the cleanup a second Ctrl-C starts that
 // follow its --trace flags. Unless --keep, a record is removed even when
 // finished: the trace may have written its verdict into it and been
-// stopped before it deleted it.
+// stopped before it deleted it. A second sweep 2 s later removes what the
+// plugin's last requests created after the first sweep had listed.
 func (o *TraceOptions) cleanupTail() []string {
-	tail := []string{"--helper-namespace", o.helperNamespace, "--request-timeout=5s"}
+	tail := []string{"--helper-namespace", o.helperNamespace, "--request-timeout=5s", "--again-after=2s"}
 	if !o.keep {
 		tail = append(tail, "--all-records")
 	}

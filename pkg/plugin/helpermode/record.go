@@ -68,11 +68,20 @@ func (r *recorder) start(ctx context.Context, tag uint8, now time.Time) error {
 		obj.Annotations = map[string]string{}
 	}
 	obj.Annotations[traceflow.TagAnnotation] = strconv.Itoa(int(tag))
-	got, err := r.client.Create(ctx, obj)
+	// The create is not cut short by an interrupt: a request cancelled on
+	// its way may still be carried out by the API server, leaving a record
+	// the trace does not know it made, and so never deletes. Once it is
+	// known to exist, the cleanup deletes it.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupBudget)
+	got, err := r.client.Create(cctx, obj)
+	cancel()
 	if err != nil {
 		return err
 	}
 	r.created = true
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
 	got.Status = status
 	if err := r.push(ctx, got); err != nil {
 		return err

@@ -164,7 +164,9 @@ func (r *Runner) Run(ctx context.Context, cfg Config, plan Plan) (out Outcome, e
 	r.Emit(started)
 	// The record is a by-product of the trace: a record that cannot be
 	// written is a warning, never a different exit code.
-	if serr := rec.start(ctx, claim.Tag, r.Now()); serr != nil {
+	if serr := rec.start(ctx, claim.Tag, r.Now()); serr != nil && ctx.Err() != nil {
+		rec.asCR = false // interrupted: the loop ends at once, the cleanup deletes what was made
+	} else if serr != nil {
 		rec.asCR = false
 		r.warn("the trace record could not be created (%v); it stays in the plugin (see -o yaml)", recordProblem(serr, "create", "traceflows"))
 	}
