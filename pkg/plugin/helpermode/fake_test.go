@@ -286,9 +286,16 @@ type fakeRecords struct {
 	failStatus error
 	// stored is every state the object was stored in, in order.
 	stored []*traceflow.Traceflow
+	// onCreate, when set, runs as a create arrives (before it is stored).
+	onCreate func()
 }
 
-func (r *fakeRecords) Create(_ context.Context, tf *traceflow.Traceflow) (*traceflow.Traceflow, error) {
+// Create stores the object, and then, like an API server that carried out
+// a request whose client gave up on it, fails if ctx ended meanwhile.
+func (r *fakeRecords) Create(ctx context.Context, tf *traceflow.Traceflow) (*traceflow.Traceflow, error) {
+	if r.onCreate != nil {
+		r.onCreate()
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	c := clone(tf)
@@ -296,6 +303,9 @@ func (r *fakeRecords) Create(_ context.Context, tf *traceflow.Traceflow) (*trace
 	c.ResourceVersion = "1"
 	r.objects[c.Name] = c
 	r.stored = append(r.stored, clone(c))
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	return clone(c), nil
 }
 

@@ -544,3 +544,29 @@ func TestRecordWriteFailureIsAWarning(t *testing.T) {
 		t.Errorf("record left: %v", h.records.objects)
 	}
 }
+
+// An interrupt that comes while the record is being created: the API
+// server may create it all the same, so the create is carried through and
+// the record deleted; a create cut short would leave a record the trace
+// does not know it made.
+func TestInterruptDuringRecordCreateLeavesNoRecord(t *testing.T) {
+	h := newHarness(interNode(t))
+	ctx, cancel := context.WithCancel(context.Background())
+	h.records.onCreate = cancel
+	out, err := h.runner.Run(ctx, cfg(), plan("n2"))
+	if exitcode.Of(err) != exitcode.Timeout {
+		t.Errorf("interrupted trace: %s %v", out.Verdict, err)
+	}
+	h.records.mu.Lock()
+	defer h.records.mu.Unlock()
+	if len(h.records.stored) != 1 || len(h.records.objects) != 0 {
+		t.Errorf("records created %d, left %v", len(h.records.stored), h.records.objects)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, u := range h.updates {
+		if w, ok := u.(outcome.Warning); ok {
+			t.Errorf("warning: %s", w.Message)
+		}
+	}
+}
