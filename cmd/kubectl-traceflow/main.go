@@ -19,6 +19,7 @@ import (
 	"unicode/utf8"
 
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/klog/v2"
 
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/cli"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/exitcode"
@@ -30,6 +31,12 @@ func main() {
 
 // run executes the command line args and returns the process exit code.
 func run(args []string, streams genericiooptions.IOStreams) int {
+	// client-go reports through klog what it cannot return to its caller,
+	// on stderr by default: a watch or an attach's stream torn down as a
+	// trace ends ("Copying stdout failed ... use of closed network
+	// connection"). The plugin reports its own errors; klog's are dropped.
+	klog.LogToStderr(false)
+	klog.SetOutput(io.Discard)
 	// The first Ctrl-C cancels the context, so commands can clean up what
 	// they made (within a few seconds); a second one exits at once, leaving
 	// that cleanup to a background `kubectl traceflow cleanup`.

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -126,8 +127,17 @@ func runTrace(t testing.TB, args ...string) traceRun {
 	}
 	t.Logf("kubectl %s: exit %d\n%s%s", strings.Join(full, " "), r.code, r.stderr, r.stdout)
 	remember(r)
+	// client-go's own logging (klog: "E1201 06:12:58.820437 ... Copying
+	// stdout failed") must not reach the user's terminal: streams torn
+	// down as a trace ends are no error of theirs.
+	if m := klogLine.FindString(r.stderr); m != "" {
+		t.Errorf("client-go's log reached stderr: %q", m)
+	}
 	return r
 }
+
+// klogLine is a klog header: severity, date, time, thread id, file:line.
+var klogLine = regexp.MustCompile(`(?m)^[IWEF]\d{4} \d{2}:\d{2}:\d{2}\.\d+ +\d+ \S+:\d+\] .*$`)
 
 func (r traceRun) result(t testing.TB, node string) report.NodeResult {
 	t.Helper()
