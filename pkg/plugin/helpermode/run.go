@@ -135,6 +135,23 @@ func (r *Runner) Run(ctx context.Context, cfg Config, plan Plan) (out Outcome, e
 		return context.WithTimeout(context.WithoutCancel(ctx), budget())
 	}
 
+	// The helpers' log streams and the watch on their pods outlive an
+	// interrupted trace: stopping the helpers waits for their word that
+	// their flows are gone (settle).
+	life, endLife := context.WithCancel(context.WithoutCancel(ctx))
+	defer endLife()
+	// The watches are opened while the tag is claimed and the record
+	// written: the API server answers a watch only after a round trip of
+	// its own (measured in the lab: 80 to 180 ms each, one after the other
+	// before).
+	opened := r.openWatches(ctx, life, cfg, plan)
+	joined := false
+	defer func() {
+		if !joined {
+			go func() { (<-opened).stop() }()
+		}
+	}()
+
 	inUse := map[uint8]bool{}
 	if r.InUse != nil {
 		if inUse, err = r.InUse(ctx); err != nil {
@@ -178,25 +195,14 @@ func (r *Runner) Run(ctx context.Context, cfg Config, plan Plan) (out Outcome, e
 		}
 	}()
 
-	// The helpers' log streams and the watch on their pods outlive an
-	// interrupted trace: stopping the helpers waits for their word that
-	// their flows are gone (settle).
-	life, endLife := context.WithCancel(context.WithoutCancel(ctx))
-	defer endLife()
 	// Watch before creating, so no status change of a helper is missed.
-	// A pool watches its own pods: the trace has none.
-	var pods, events watch.Interface = watch.NewFake(), watch.NewFake()
-	if cfg.Pool == nil {
-		if pods, err = r.Cluster.WatchPods(life, cfg.Namespace, plan.Trace); err != nil {
-			return out, apiFailure(err, "watch", "pods", cfg.Namespace)
-		}
-		if events, err = r.Cluster.WatchEvents(ctx, cfg.Namespace); err != nil {
-			pods.Stop()
-			return out, apiFailure(err, "watch", "events", cfg.Namespace)
-		}
+	w := <-opened
+	joined = true
+	defer w.stop()
+	if w.err != nil {
+		return out, w.err
 	}
-	defer pods.Stop()
-	defer events.Stop()
+	pods, events := w.pods, w.events
 
 	t := &tracer{r: r, cfg: cfg, plan: plan, tag: claim.Tag, mark: newMark(), rec: rec, life: life, pods: pods, lines: make(chan lineMsg, 16), helpers: map[string]*helper{},
 		nodeWatches: map[string]context.CancelFunc{}, nodesDown: make(chan nodeDown),
@@ -219,6 +225,52 @@ func (r *Runner) Run(ctx context.Context, cfg Config, plan Plan) (out Outcome, e
 	r.Emit(outcome.Finished{At: outcome.At{Time: r.Now()}, Verdict: out.Verdict, Reason: out.Reason, Decided: out.Decided})
 	out.Record = rec.tf
 	return out, err
+}
+
+// watches are a trace's watches on its helper pods and on pod events.
+type watches struct {
+	pods, events watch.Interface
+	err          error
+}
+
+func (w watches) stop() {
+	if w.pods != nil {
+		w.pods.Stop()
+	}
+	if w.events != nil {
+		w.events.Stop()
+	}
+}
+
+// openWatches opens the watches on plan's helper pods (for life) and on
+// pod events (for ctx), both at once; a pool watches its own pods, so its
+// traces get watches that never fire.
+func (r *Runner) openWatches(ctx, life context.Context, cfg Config, plan Plan) <-chan watches {
+	out := make(chan watches, 1)
+	if cfg.Pool != nil {
+		out <- watches{pods: watch.NewFake(), events: watch.NewFake()}
+		return out
+	}
+	go func() {
+		var w watches
+		var eventsErr error
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			w.events, eventsErr = r.Cluster.WatchEvents(ctx, cfg.Namespace)
+		}()
+		pods, podsErr := r.Cluster.WatchPods(life, cfg.Namespace, plan.Trace)
+		<-done
+		w.pods = pods
+		switch {
+		case podsErr != nil:
+			w.err = apiFailure(podsErr, "watch", "pods", cfg.Namespace)
+		case eventsErr != nil:
+			w.err = apiFailure(eventsErr, "watch", "events", cfg.Namespace)
+		}
+		out <- w
+	}()
+	return out
 }
 
 // maxMark is the widest mark the helpers accept: an IPv6 flow label's 20
