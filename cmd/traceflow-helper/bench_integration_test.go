@@ -67,13 +67,16 @@ func startHelper(b *testing.B, args ...string) *started {
 
 func (s *started) result(b *testing.B) report.Line {
 	b.Helper()
+	// The result line, which a cleanup line follows (the helper's last).
 	var last report.Line
 	for l := range s.lines {
-		last = l
+		if l.Type != report.TypeCleanup {
+			last = l
+		}
 	}
 	_ = s.cmd.Wait()
 	if last.Type != report.TypeResult {
-		b.Fatalf("last line %+v", last)
+		b.Fatalf("last line before the cleanup line %+v", last)
 	}
 	return last
 }
