@@ -300,12 +300,7 @@ func TestCheckInterruptLeavesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Interrupt once helper pods exist: traces are mid-way.
-	eventually(t, 60*time.Second, "helper pods of the suite", func() error {
-		if helperPods(t) == "" {
-			return errors.New("none yet")
-		}
-		return nil
-	})
+	waitHelperPods(t)
 	start := time.Now()
 	if err := cmd.Process.Signal(os.Interrupt); err != nil {
 		t.Fatal(err)
@@ -328,14 +323,34 @@ func TestCheckInterruptLeavesNothing(t *testing.T) {
 	// without removing them: the promise for those is their hard timeout,
 	// the trace's. So the check is made past that horizon, not at the first
 	// moment nothing happens to be there.
+	flowsGoneBy(t, start, timeout)
+	assertNothingLeft(t)
+}
+
+// waitHelperPods waits for a suite's helper pods to exist: its traces are
+// under way.
+func waitHelperPods(t testing.TB) {
+	t.Helper()
+	eventually(t, 60*time.Second, "helper pods of the suite", func() error {
+		if helperPods(t) == "" {
+			return errors.New("none yet")
+		}
+		return nil
+	})
+}
+
+// flowsGoneBy checks that no helper runs and no trace flow is left on any
+// node once the traces' timeout (their flows' hard timeout) has passed
+// since start, the interrupt.
+func flowsGoneBy(t testing.TB, start time.Time, timeout time.Duration) {
+	t.Helper()
 	horizon := start.Add(timeout + 3*time.Second)
 	eventually(t, time.Until(horizon)+5*time.Second, "helpers gone and trace flows expired", func() error {
 		if time.Now().Before(horizon) {
-			return fmt.Errorf("the traces' timeout (%s) since SIGINT has not passed yet", timeout)
+			return fmt.Errorf("the traces' timeout (%s) since the interrupt has not passed yet", timeout)
 		}
 		return helpersAndFlowsGone(t)
 	})
-	assertNothingLeft(t)
 }
 
 // --all-endpoints on the single-trace command: one trace through the
@@ -408,12 +423,7 @@ func TestCheckSecondInterruptCleansUp(t *testing.T) {
 			lines <- sc.Text()
 		}
 	}()
-	eventually(t, 60*time.Second, "helper pods of the suite", func() error {
-		if helperPods(t) == "" {
-			return errors.New("none yet")
-		}
-		return nil
-	})
+	waitHelperPods(t)
 	if err := cmd.Process.Signal(os.Interrupt); err != nil {
 		t.Fatal(err)
 	}
@@ -474,12 +484,6 @@ func TestCheckSecondInterruptCleansUp(t *testing.T) {
 		}
 		return nil
 	})
-	horizon := start.Add(timeout + 3*time.Second)
-	eventually(t, time.Until(horizon)+5*time.Second, "helpers gone and trace flows expired", func() error {
-		if time.Now().Before(horizon) {
-			return fmt.Errorf("the traces' timeout (%s) since the second Ctrl-C has not passed yet", timeout)
-		}
-		return helpersAndFlowsGone(t)
-	})
+	flowsGoneBy(t, start, timeout)
 	assertNothingLeft(t)
 }

@@ -22,9 +22,8 @@ import (
 // fakeCluster plays the kubelets and the helpers: a created pod goes
 // Pending, then Running, and its log says what its node's script says.
 type fakeCluster struct {
+	fakeWatches
 	mu      sync.Mutex
-	pods    *chanWatch
-	events  *chanWatch
 	logs    map[string]*io.PipeWriter
 	readers map[string]*io.PipeReader
 	created []*corev1.Pod
@@ -55,14 +54,13 @@ type fakeCluster struct {
 
 func newFakeCluster(script func(f *fakeCluster, p *corev1.Pod)) *fakeCluster {
 	return &fakeCluster{
-		pods:    newChanWatch(),
-		events:  newChanWatch(),
-		logs:    map[string]*io.PipeWriter{},
-		readers: map[string]*io.PipeReader{},
-		opened:  map[string]chan struct{}{},
-		gone:    map[string]chan struct{}{},
-		ended:   map[string]bool{},
-		script:  script,
+		fakeWatches: fakeWatches{pods: newChanWatch(), events: newChanWatch()},
+		logs:        map[string]*io.PipeWriter{},
+		readers:     map[string]*io.PipeReader{},
+		opened:      map[string]chan struct{}{},
+		gone:        map[string]chan struct{}{},
+		ended:       map[string]bool{},
+		script:      script,
 	}
 }
 
@@ -128,11 +126,18 @@ func (f *fakeCluster) DeletePods(_ context.Context, _, trace string) error {
 	return nil
 }
 
-func (f *fakeCluster) WatchPods(context.Context, string, string) (watch.Interface, error) {
+// fakeWatches are the watches a fake cluster hands out: what its kubelets
+// send on pods and events.
+type fakeWatches struct {
+	pods   *chanWatch
+	events *chanWatch
+}
+
+func (f fakeWatches) WatchPods(context.Context, string, string) (watch.Interface, error) {
 	return f.pods, nil
 }
 
-func (f *fakeCluster) WatchEvents(context.Context, string) (watch.Interface, error) {
+func (f fakeWatches) WatchEvents(context.Context, string) (watch.Interface, error) {
 	return f.events, nil
 }
 

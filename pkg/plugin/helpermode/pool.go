@@ -166,35 +166,33 @@ func (p *Pool) Start(node, id string, args []string, out chan<- lineMsg) error {
 
 // Serving reports whether node's server reads commands already.
 func (p *Pool) Serving(node string) bool {
-	p.mu.Lock()
-	s := p.servers[node]
-	p.mu.Unlock()
-	if s == nil {
-		return false
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.serving
+	serving := false
+	p.withServer(node, func(s *server) { serving = s.serving })
+	return serving
 }
 
 // Stop asks node's server to stop the trace helper id: it deletes its
 // flows and writes its cleanup line.
 func (p *Pool) Stop(node, id string) {
-	p.mu.Lock()
-	s := p.servers[node]
-	p.mu.Unlock()
-	if s == nil {
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.failed == "" {
-		s.sendLocked(command{ID: id, Stop: true})
-	}
+	p.withServer(node, func(s *server) {
+		if s.failed == "" {
+			s.sendLocked(command{ID: id, Stop: true})
+		}
+	})
 }
 
 // Forget stops delivering id's lines.
 func (p *Pool) Forget(node, id string) {
+	p.withServer(node, func(s *server) {
+		if sub := s.subs[id]; sub != nil {
+			close(sub.done)
+			delete(s.subs, id)
+		}
+	})
+}
+
+// withServer runs f with node's server locked, if it has one.
+func (p *Pool) withServer(node string, f func(s *server)) {
 	p.mu.Lock()
 	s := p.servers[node]
 	p.mu.Unlock()
@@ -203,10 +201,7 @@ func (p *Pool) Forget(node, id string) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if sub := s.subs[id]; sub != nil {
-		close(sub.done)
-		delete(s.subs, id)
-	}
+	f(s)
 }
 
 // Close ends every server: their standard input ends, so each stops what

@@ -27,9 +27,8 @@ import (
 // lines carry their id. A receiver reports the probe once its trace's
 // sender injected, and waits for its stop; a sender reports and ends.
 type serveCluster struct {
+	fakeWatches
 	mu      sync.Mutex
-	pods    *chanWatch
-	events  *chanWatch
 	created []*corev1.Pod
 	deleted []string
 	logs    map[string]*io.PipeWriter
@@ -51,7 +50,7 @@ type serveCluster struct {
 }
 
 func newServeCluster() *serveCluster {
-	f := &serveCluster{pods: newChanWatch(), events: newChanWatch(), logs: map[string]*io.PipeWriter{},
+	f := &serveCluster{fakeWatches: fakeWatches{pods: newChanWatch(), events: newChanWatch()}, logs: map[string]*io.PipeWriter{},
 		readers: map[string]*io.PipeReader{}, injected: map[string]chan struct{}{}, commands: map[string]int{}}
 	f.cond = sync.NewCond(&f.mu)
 	return f
@@ -85,14 +84,6 @@ func (f *serveCluster) DeletePods(_ context.Context, _, trace string) error {
 	defer f.mu.Unlock()
 	f.deleted = append(f.deleted, trace)
 	return nil
-}
-
-func (f *serveCluster) WatchPods(context.Context, string, string) (watch.Interface, error) {
-	return f.pods, nil
-}
-
-func (f *serveCluster) WatchEvents(context.Context, string) (watch.Interface, error) {
-	return f.events, nil
 }
 
 func (f *serveCluster) Logs(_ context.Context, _, pod string) (io.ReadCloser, error) {
@@ -200,10 +191,10 @@ func (f *serveCluster) Attach(_ context.Context, _, pod string, stdin io.Reader,
 	}
 	f.mu.Lock()
 	f.stdinEnded = append(f.stdinEnded, pod)
-	for _, ch := range stops {
+	for id, ch := range stops {
 		close(ch)
+		delete(stops, id)
 	}
-	stops = map[string]chan struct{}{}
 	f.mu.Unlock()
 	running.Wait()
 	_ = w.Close()
