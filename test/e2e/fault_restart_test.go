@@ -120,10 +120,9 @@ func TestFaultOVSRestartedOnReceiver(t *testing.T) {
 	labSh(t, "restart", node+"-ovs-vswitchd")
 	out, code := finish(cmd, lines)
 	// Real traffic right after the trace: the restarted node's agent may
-	// still be rebuilding its pipeline (its first sync after a restart
-	// knows no tunnel peer yet), and a probe that arrived then was really
-	// dropped there. A first connection that needed a retransmission (or
-	// failed) shows the node was still dropping packets after the trace.
+	// not have programmed its bridge yet, and a probe that arrived then was
+	// really dropped there. A first connection that needed a retransmission
+	// (or failed) shows the node was still dropping packets after the trace.
 	first, took := realTrafficTimed(t, probe{f.ns, "a", "tcp", f.pods["b"].Status.PodIP, 80})
 	stillDropping := first != served || took >= time.Second
 	// The node's dataplane is back: the pipeline reinstalled, traffic flows.
@@ -133,9 +132,17 @@ func TestFaultOVSRestartedOnReceiver(t *testing.T) {
 		}
 		return nil
 	})
-	if code == 2 && stillDropping && strings.Contains(out, "dropped on "+node) {
+	// The helper counts the bridge's flows when no flow matched a drop: a
+	// restarted ovs-vswitchd holds none of its pipeline until the node's
+	// agent syncs (measured in CI: the probe dropped 0.35 s before the lab
+	// agent's first flow_mods after the restart).
+	unprogrammed := strings.Contains(out, "held no flow but traces'")
+	switch {
+	case code == 2 && strings.Contains(out, "dropped on "+node) && unprogrammed:
+		t.Logf("the probe was dropped on %s before its agent had programmed the restarted bridge, and the trace said so", node)
+	case code == 2 && strings.Contains(out, "dropped on "+node) && stillDropping:
 		t.Logf("the probe was dropped on %s while its pipeline was rebuilt, and real traffic right after was too (%s after %s)", node, first, took)
-	} else {
+	default:
 		// OVS is named by its daemon: "ovs-vswitchd" (or "Open vSwitch").
 		verdictOrFailure(t, out, code, served, "node "+node, "vswitchd")
 	}

@@ -172,8 +172,8 @@ func TestIntegrationUnroutedDrop(t *testing.T) {
 	if last.Action != report.ActionDropped || last.ComponentInfo != "L3Forwarding" || last.Component != report.ComponentRouting {
 		t.Fatalf("last observation %+v, want Routing/L3Forwarding Dropped", last)
 	}
-	if h := lines[len(lines)-3].Hop; h == nil || !h.NoMatch || !h.Observed {
-		t.Fatalf("last hop %+v, want an observed table miss", h)
+	if h := lines[len(lines)-3].Hop; h == nil || !h.NoMatch || !h.Observed || h.PipelineFlows == nil || *h.PipelineFlows == 0 {
+		t.Fatalf("last hop %+v, want an observed table miss in a pipeline of some flows", h)
 	}
 	checkAgainstOVS(t, o.n, fmt.Sprintf("in_port=%d", o.a.Ofport), probeFor(t, o.a, dst, o.n.GatewayMAC, probe.TCP, 80, tag), res)
 	o.assertNoTraceFlows(t, lines[0])
@@ -619,5 +619,31 @@ func TestIntegrationServiceRegisterBuckets(t *testing.T) {
 	}
 	if flows := n.DumpFlows("cookie=0x7466000000000000/0xffff000000000000"); strings.Count(flows, "cookie=") > 0 {
 		t.Errorf("trace flows remain:\n%s", flows)
+	}
+}
+
+// A bridge its CNI has not programmed (ovs-vswitchd restarted, its agent
+// not synced yet): the probe is dropped at the first table, by no flow,
+// and the drop says the bridge held no flow but the trace's. A table miss
+// in a programmed pipeline (TestIntegrationUnroutedDrop) counts its flows.
+func TestIntegrationDropOnUnprogrammedBridge(t *testing.T) {
+	requireOVS(t)
+	n := ovstest.NewNode(t, 1)
+	a := n.AddPod("default", "pod-a", 2)
+	b := n.AddPod("default", "pod-b", 3)
+	const tag = 21
+	spec := engine.TraceSpec{Common: common(n, tag, nil, t), SourcePod: a.Ref(), Destination: b.IP, Protocol: probe.TCP, DstPort: 80, TCPFlags: 0x02}
+	out, lines := traced(t, spec)
+	if out.ExitCode != engine.ExitDropped {
+		t.Fatalf("exit code %d, want 2 (dropped)", out.ExitCode)
+	}
+	var drop *report.Hop
+	for _, l := range lines {
+		if l.Type == report.TypeObservation && l.Observation.Action == report.ActionDropped {
+			drop = l.Hop
+		}
+	}
+	if drop == nil || !drop.NoMatch || drop.Table != 0 || drop.PipelineFlows == nil || *drop.PipelineFlows != 0 {
+		t.Fatalf("drop hop %+v, want a table miss at table 0 with pipelineFlows 0", drop)
 	}
 }

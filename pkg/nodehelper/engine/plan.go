@@ -60,6 +60,7 @@ import (
 // kind, so one delete with cookieMask clears them.
 const (
 	cookieMarker = uint64(0x7466) << 48 // "tf"
+	markerMask   = uint64(0xffff) << 48
 	cookieMask   = ^uint64(0xff)
 	kindCopy     = 0
 	kindCatch    = 1

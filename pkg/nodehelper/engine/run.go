@@ -223,6 +223,38 @@ func (s *session) countFlows(ctx context.Context) (int, error) {
 	return n, nil
 }
 
+// pipelineFlows counts the bridge's flows that belong to no trace: every
+// flow (OpenFlow table statistics) less those whose cookie carries the
+// traces' marker (cookieMarker), this trace's and others'.
+func (s *session) pipelineFlows(ctx context.Context) (int, error) {
+	bodies, err := s.of.Multipart(ctx, openflow.TableStatsRequest(s.of.NextXid()))
+	if err != nil {
+		return 0, err
+	}
+	total := 0
+	for _, b := range bodies {
+		ts, err := openflow.DecodeTableStats(b)
+		if err != nil {
+			return 0, err
+		}
+		for _, t := range ts {
+			total += int(t.ActiveCount)
+		}
+	}
+	bodies, err = s.of.Multipart(ctx, openflow.FlowDescRequest(s.of.NextXid(), openflow.AllTables, cookieMarker, markerMask))
+	if err != nil {
+		return 0, err
+	}
+	for _, b := range bodies {
+		fds, err := openflow.DecodeFlowDescs(b)
+		if err != nil {
+			return 0, err
+		}
+		total -= len(fds)
+	}
+	return max(total, 0), nil
+}
+
 // flowsOf reads the flows of every table on the trace's path.
 func (s *session) flowsOf(ctx context.Context, t ofproto.Trace) (map[uint8][]openflow.FlowDesc, error) {
 	out := map[uint8][]openflow.FlowDesc{}

@@ -348,6 +348,11 @@ func metadataFlow(md openflow.Metadata, mark uint32) string {
 func (s *session) watch(ctx context.Context, role report.Role, p *path, dst netip.Addr, pre []report.Observation) (Outcome, error) {
 	res := report.NodeResult{Node: s.c.Node, Role: role, Timestamp: s.start.Unix(), Observations: pre}
 	emit := func(o report.Observation, hop *report.Hop) error {
+		if hop != nil && hop.NoMatch && o.Action == report.ActionDropped {
+			if n, err := s.pipelineFlows(ctx); err == nil {
+				hop.PipelineFlows = &n
+			}
+		}
 		res.Observations = append(res.Observations, o)
 		return s.c.Out.Write(report.Line{Type: report.TypeObservation, Observation: &o, Hop: hop})
 	}

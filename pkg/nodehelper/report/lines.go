@@ -140,6 +140,11 @@ type Hop struct {
 	Observed bool `json:"observed"`
 	// OVN is OVN's account of the flow, on a bridge OVN programs.
 	OVN *OVNHop `json:"ovn,omitempty"`
+	// PipelineFlows, on a drop where no flow matched, counts the flows the
+	// bridge held at that moment besides those of traces (kubectl-traceflow's
+	// helpers'): 0 means the node's CNI had not programmed its pipeline (a
+	// restarted ovs-vswitchd before its agent's first sync, say).
+	PipelineFlows *int `json:"pipelineFlows,omitempty"`
 }
 
 // OVNHop is the OVN row behind a hop's flow (its cookie is the first 32

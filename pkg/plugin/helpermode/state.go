@@ -85,6 +85,7 @@ func hopFrom(node string, role report.Role, l report.Line) outcome.Hop {
 		h.TableID = int(l.Hop.Table)
 		h.TableName = l.Hop.TableName
 		h.Flow = l.Hop.Flow
+		h.NoPipeline = l.Hop.NoMatch && l.Hop.PipelineFlows != nil && *l.Hop.PipelineFlows == 0
 		// A cookie that does not parse stays 0 and is not shown.
 		if c, err := strconv.ParseUint(strings.TrimPrefix(l.Hop.Cookie, "0x"), 16, 64); err == nil {
 			h.Cookie = c

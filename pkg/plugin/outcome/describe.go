@@ -38,6 +38,9 @@ func Describe(v Verdict, h Hop, dst DestinationKind) string {
 		if h.Flow != "" {
 			s += " (flow " + h.Flow + ")"
 		}
+		if h.NoPipeline {
+			s += ": no flow matched, and the node's bridge held no flow but traces' at that moment: its CNI had not programmed it (ovs-vswitchd or the CNI agent restarting?)"
+		}
 		return s
 	}
 	return string(v)

@@ -83,6 +83,9 @@ type Hop struct {
 	TableName string
 	Flow      string
 	Cookie    uint64
+	// NoPipeline: no flow matched, and the bridge held no flow besides
+	// traces' at that moment (its CNI had not programmed it).
+	NoPipeline bool
 }
 
 // Inferred reports whether the packet was not seen at this hop, only
