@@ -18,6 +18,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/go-logr/logr"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/klog/v2"
 
@@ -31,12 +32,7 @@ func main() {
 
 // run executes the command line args and returns the process exit code.
 func run(args []string, streams genericiooptions.IOStreams) int {
-	// client-go reports through klog what it cannot return to its caller,
-	// on stderr by default: a watch or an attach's stream torn down as a
-	// trace ends ("Copying stdout failed ... use of closed network
-	// connection"). The plugin reports its own errors; klog's are dropped.
-	klog.LogToStderr(false)
-	klog.SetOutput(io.Discard)
+	silenceKlog()
 	// The first Ctrl-C cancels the context, so commands can clean up what
 	// they made (within a few seconds); a second one exits at once, leaving
 	// that cleanup to a background `kubectl traceflow cleanup`.
@@ -57,6 +53,19 @@ func run(args []string, streams genericiooptions.IOStreams) int {
 	err := cmd.ExecuteContext(ctx)
 	printError(streams.ErrOut, err)
 	return int(exitcode.Of(err))
+}
+
+// silenceKlog drops klog's output. client-go reports through klog what it
+// cannot return to its caller, on stderr by default: an attach's streams
+// torn down as a trace ends ("Copying stdout failed ... use of closed
+// network connection"). The plugin reports its own errors. A logger that
+// discards takes every klog call, structured ones included; without it,
+// errors still reach stderr past LogToStderr(false) (klog's
+// stderrthreshold).
+func silenceKlog() {
+	klog.SetLogger(logr.Discard())
+	klog.LogToStderr(false)
+	klog.SetOutput(io.Discard)
 }
 
 // abandon holds how to clean up the running trace should the process exit

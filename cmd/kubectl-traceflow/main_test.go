@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/klog/v2"
 
 	"github.com/kubectl-traceflow/kubectl-traceflow/internal/testenv"
 )
@@ -219,3 +221,24 @@ users:
   user:
     token: not-a-real-token
 `
+
+// client-go's errors (runtime.HandleError, which klog writes to stderr at
+// severity ERROR) never reach the user's terminal.
+func TestKlogSilenced(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := os.Stderr
+	os.Stderr = w
+	silenceKlog()
+	klog.ErrorS(errors.New("use of closed network connection"), "Copying stdout failed", "logger", "UnhandledError")
+	klog.Error("legacy error")
+	klog.Flush()
+	os.Stderr = old
+	_ = w.Close()
+	got, _ := io.ReadAll(r)
+	if len(got) != 0 {
+		t.Errorf("klog wrote to stderr: %q", got)
+	}
+}
