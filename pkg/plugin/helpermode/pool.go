@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -244,18 +243,6 @@ func (p *Pool) Close(ctx context.Context) error {
 		return fmt.Errorf("delete the check's helper pods (run `kubectl traceflow cleanup`): %w", err)
 	}
 	return nil
-}
-
-// Nodes lists the nodes that have a server, sorted.
-func (p *Pool) Nodes() []string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	out := make([]string, 0, len(p.servers))
-	for n := range p.servers {
-		out = append(out, n)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // server returns node's server, creating its pod on first use.
