@@ -285,13 +285,8 @@ func TestCheckBadSuitesCreateNothing(t *testing.T) {
 // Issue 16, done-when 4: SIGINT in the middle of a suite leaves no helper
 // pod, tag claim or record, and no flow once the traces' timeout passed.
 func TestCheckInterruptLeavesNothing(t *testing.T) {
-	f := getTraceFixture(t)
 	const timeout = 5 * time.Second
-	file := filepath.Join(t.TempDir(), "smoke.yaml")
-	body := strings.Replace(smokeSuite(f), "timeout: 20s", "timeout: 5s", 1)
-	if err := os.WriteFile(file, []byte(body), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	file := shortSuiteFile(t, timeout)
 	cmd := exec.Command("kubectl", "traceflow", "check", "-o", "json", "-f", file)
 	cmd.Env = kubectlEnv()
 	var out, errb strings.Builder
@@ -325,6 +320,19 @@ func TestCheckInterruptLeavesNothing(t *testing.T) {
 	// moment nothing happens to be there.
 	flowsGoneBy(t, start, timeout)
 	assertNothingLeft(t)
+}
+
+// shortSuiteFile writes the smoke suite with every trace's timeout set to
+// timeout, for the tests that interrupt it.
+func shortSuiteFile(t testing.TB, timeout time.Duration) string {
+	t.Helper()
+	f := getTraceFixture(t)
+	file := filepath.Join(t.TempDir(), "smoke.yaml")
+	body := strings.Replace(smokeSuite(f), "timeout: 20s", "timeout: "+timeout.String(), 1)
+	if err := os.WriteFile(file, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return file
 }
 
 // waitHelperPods waits for a suite's helper pods to exist: its traces are
@@ -393,13 +401,8 @@ func TestTraceAllEndpoints(t *testing.T) {
 // claim and record and the run's shared helpers, not only the last trace
 // registered.
 func TestCheckSecondInterruptCleansUp(t *testing.T) {
-	f := getTraceFixture(t)
 	const timeout = 5 * time.Second
-	file := filepath.Join(t.TempDir(), "smoke.yaml")
-	body := strings.Replace(smokeSuite(f), "timeout: 20s", "timeout: 5s", 1)
-	if err := os.WriteFile(file, []byte(body), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	file := shortSuiteFile(t, timeout)
 	// Records are told apart by their creation (the lab's API server runs
 	// on this machine's clock): an earlier test's killed trace leaves an
 	// unfinished record for `cleanup` to remove once stale, by design.
