@@ -16,14 +16,6 @@ import (
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/report"
 )
 
-// command is one line of serve's standard input: start the trace ID with
-// Args (a trace or receive invocation, as on the command line), or stop it.
-type command struct {
-	ID   string   `json:"id"`
-	Args []string `json:"args,omitempty"`
-	Stop bool     `json:"stop,omitempty"`
-}
-
 // maxCommand bounds a command line: a trace's arguments fit in a few
 // hundred bytes, and a longer line is refused without holding it whole.
 const maxCommand = 64 * 1024
@@ -164,7 +156,7 @@ func (s *server) handle(in input) {
 	if len(bytes.TrimSpace(in.line)) == 0 {
 		return
 	}
-	var c command
+	var c report.Command
 	if err := json.Unmarshal(in.line, &c); err != nil {
 		s.refuse("", "a command is one JSON object a line, {\"id\":\"ID\",\"args\":[...]} or {\"id\":\"ID\",\"stop\":true}: %v", err)
 		return

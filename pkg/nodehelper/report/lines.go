@@ -73,6 +73,15 @@ type Line struct {
 	Serving  *Serving `json:"serving,omitempty"`
 }
 
+// Command is one line of a serve helper's standard input: start the trace
+// ID with Args (a trace or receive invocation, as on the command line), or
+// stop it.
+type Command struct {
+	ID   string   `json:"id"`
+	Args []string `json:"args,omitempty"`
+	Stop bool     `json:"stop,omitempty"`
+}
+
 // Serving says a serve helper has started and reads commands.
 type Serving struct {
 	Node string `json:"node,omitempty"`

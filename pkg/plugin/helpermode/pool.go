@@ -70,11 +70,11 @@ type server struct {
 
 	mu sync.Mutex
 	// started: its container runs, its input is attached to and its log
-	// followed; serving: commands are written to it (from its start);
-	// failed says why it cannot serve (any more).
-	started, serving bool
-	failed           string
-	subs             map[string]*subscription
+	// followed, and commands are written to it; failed says why it cannot
+	// serve (any more).
+	started bool
+	failed  string
+	subs    map[string]*subscription
 	// pending are commands written once it serves, in order.
 	pending [][]byte
 	// stdin is the attach's input; closing it ends the server.
@@ -130,14 +130,6 @@ func (s *subscription) pump() {
 	}
 }
 
-// command is one line of a server's standard input (see
-// cmd/traceflow-helper: serve).
-type command struct {
-	ID   string   `json:"id"`
-	Args []string `json:"args,omitempty"`
-	Stop bool     `json:"stop,omitempty"`
-}
-
 // Start hands node's server a trace's helper: id is the helper's name
 // (helperpod.Name), args its command line (helperpod.CommandArgs), and its
 // report lines go to out as lineMsgs from pod id, until Forget. A server
@@ -159,14 +151,14 @@ func (p *Pool) Start(node, id string, args []string, out chan<- lineMsg) error {
 		sub.push(lineMsg{pod: id, problem: s.failed})
 		return nil
 	}
-	s.sendLocked(command{ID: id, Args: args})
+	s.sendLocked(report.Command{ID: id, Args: args})
 	return nil
 }
 
 // Serving reports whether node's server reads commands already.
 func (p *Pool) Serving(node string) bool {
 	serving := false
-	p.withServer(node, func(s *server) { serving = s.serving })
+	p.withServer(node, func(s *server) { serving = s.started })
 	return serving
 }
 
@@ -175,7 +167,7 @@ func (p *Pool) Serving(node string) bool {
 func (p *Pool) Stop(node, id string) {
 	p.withServer(node, func(s *server) {
 		if s.failed == "" {
-			s.sendLocked(command{ID: id, Stop: true})
+			s.sendLocked(report.Command{ID: id, Stop: true})
 		}
 	})
 }
@@ -373,9 +365,9 @@ func (p *Pool) onEvent(ev *corev1.Event) {
 	}
 	if problem, _ := eventProblem(ev.Reason, ev.Message, runDir, p.cfg.Image); problem != "" {
 		s.mu.Lock()
-		serving := s.serving
+		started := s.started
 		s.mu.Unlock()
-		if !serving {
+		if !started {
 			s.fail(problem)
 		}
 	}
@@ -406,11 +398,10 @@ func (s *server) start() {
 		s.mu.Unlock()
 		return
 	}
-	s.started = true
 	// Commands can go at once: what is written before the server reads
 	// its input waits in it. Waiting for the serving line instead would
 	// wait for the kubelet to serve the log (up to its 1 s relist).
-	s.serving = true
+	s.started = true
 	for _, b := range s.pending {
 		s.queueLocked(b)
 	}
@@ -445,13 +436,13 @@ func (s *server) write() {
 }
 
 // sendLocked queues a command; s.mu is held.
-func (s *server) sendLocked(c command) {
+func (s *server) sendLocked(c report.Command) {
 	b, err := json.Marshal(c)
 	if err != nil {
 		return // cannot happen: strings only
 	}
 	b = append(b, '\n')
-	if !s.serving {
+	if !s.started {
 		s.pending = append(s.pending, b)
 		return
 	}
@@ -515,10 +506,7 @@ func (s *server) addNoise(text string) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.noise = append(s.noise, text)
-	if len(s.noise) > 3 {
-		s.noise = s.noise[len(s.noise)-3:]
-	}
+	s.noise = keepNoise(s.noise, text)
 }
 
 func (s *server) onLine(l report.Line) {
@@ -530,11 +518,8 @@ func (s *server) onLine(l report.Line) {
 		}
 		return
 	}
-	switch l.Type {
-	case report.TypeError:
-		if l.Error != nil {
-			s.noise = append(s.noise, l.Error.Message)
-		}
+	if l.Type == report.TypeError && l.Error != nil {
+		s.noise = keepNoise(s.noise, l.Error.Message)
 	}
 }
 

@@ -133,7 +133,7 @@ func (f *serveCluster) Attach(_ context.Context, _, pod string, stdin io.Reader,
 	}
 	sc := bufio.NewScanner(stdin)
 	for sc.Scan() {
-		var c command
+		var c report.Command
 		if err := json.Unmarshal(sc.Bytes(), &c); err != nil {
 			write("", report.Line{Type: report.TypeError, Error: &report.Error{Code: "usage", Message: err.Error()}})
 			continue

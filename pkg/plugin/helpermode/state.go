@@ -43,14 +43,19 @@ type helper struct {
 }
 
 func (h *helper) addNoise(s string) {
-	s = strings.TrimSpace(s)
-	if s == "" {
-		return
+	if s = strings.TrimSpace(s); s != "" {
+		h.noise = keepNoise(h.noise, s)
 	}
-	h.noise = append(h.noise, s)
-	if len(h.noise) > 3 {
-		h.noise = h.noise[len(h.noise)-3:]
+}
+
+// keepNoise appends s to noise, keeping the last three: enough to quote a
+// failing helper without holding its whole output.
+func keepNoise(noise []string, s string) []string {
+	noise = append(noise, s)
+	if len(noise) > 3 {
+		noise = noise[len(noise)-3:]
 	}
+	return noise
 }
 
 // sortedHelpers lists the helpers by pod name, for messages in a stable
