@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/dscp"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/antreaagent"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/engine"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/probe"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/report"
@@ -37,6 +38,7 @@ type options struct {
 	icmp                               bool
 	injectOnStdin                      bool // --start-on-stdin, or --inject-on-stdin
 	tcpFlags, ttl                      uint
+	antreaAgent, antreaToken           string
 
 	// spec is the sender's trace, checked by parseTrace; its Common is
 	// filled in when the trace runs.
@@ -80,6 +82,8 @@ func newOptions(mode string, stderr io.Writer) *options {
 	fs.StringVar(&o.node, "node", nodeName(), "node name to report ($NODE_NAME, else the hostname)")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "how long to wait for the probe; also the flows' hard_timeout")
 	fs.UintVar(&o.mark, "mark", 0, "the probe's mark in its IPv4 identification (low 16 bits) or IPv6 flow label, 1..0xfffff; sender and receivers of one trace must agree (default: derived from the tag; the plugin passes a random one)")
+	fs.StringVar(&o.antreaAgent, "antrea-agent", "", "HOST:PORT of the node's Antrea agent API (127.0.0.1:10350): name the policy and rule behind a conjunction id by asking it (needs --antrea-token readable)")
+	fs.StringVar(&o.antreaToken, "antrea-token", antreaagent.TokenFile, "the token Antrea's agent writes for its own antctl, used with --antrea-agent")
 	fs.BoolVar(&o.injectOnStdin, "start-on-stdin", false, "start, then wait for a line on standard input before installing flows (the plugin's word: at once for a receiver, once every receiver is ready for a sender); the plugin then reads the report through the same attach, without the kubelet's log lag")
 	if mode == "receive" {
 		fs.UintVar(&o.tag, "tag", 0, "the probe's DSCP tag, 1..63 (required)")
@@ -124,6 +128,11 @@ func (o *options) parse(args []string) error {
 	if o.tag > 63 {
 		return fmt.Errorf("--tag %d out of range 1..63 (a DSCP value)", o.tag)
 	}
+	if o.antreaAgent != "" {
+		if _, _, err := net.SplitHostPort(o.antreaAgent); err != nil {
+			return fmt.Errorf("--antrea-agent %q: want HOST:PORT: %w", o.antreaAgent, err)
+		}
+	}
 	if o.mark > probe.MaxMark {
 		return fmt.Errorf("--mark %#x out of range 1..%#x (an IPv6 flow label)", o.mark, probe.MaxMark)
 	}
@@ -140,7 +149,12 @@ func randomTag() uint8 {
 }
 
 func (o *options) common(out *report.Writer, logf func(string, ...any)) engine.Common {
+	var rules engine.RuleNamer
+	if o.antreaAgent != "" {
+		rules = &antreaagent.Client{Addr: o.antreaAgent, TokenFile: o.antreaToken}
+	}
 	return engine.Common{
+		Rules:  rules,
 		Rundir: o.rundir, Bridge: o.bridge, Node: o.node, Tag: uint8(o.tag), Mark: uint32(o.mark), Timeout: o.timeout, //nolint:gosec // checked <= 63 and <= MaxMark
 		Out: out, Logf: logf,
 		Random: func() uint32 {

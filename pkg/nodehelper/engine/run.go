@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kubectl-traceflow/kubectl-traceflow/internal/version"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/antreaagent"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/ofproto"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/openflow"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/ovsdb"
@@ -53,6 +54,15 @@ type Common struct {
 	Logf    func(format string, args ...any)
 	// Random supplies the cookie's and controller id's random bits.
 	Random func() uint32
+	// Rules names the policy rule behind a conjunction id (Antrea's agent,
+	// where the plugin says one runs on the node); nil names none.
+	Rules RuleNamer
+}
+
+// RuleNamer names the policy rule a conjunction id stands for, met in the
+// named table.
+type RuleNamer interface {
+	RuleOf(ctx context.Context, conj uint32, table string) (antreaagent.Rule, error)
 }
 
 // session is what a trace keeps open.
@@ -86,6 +96,9 @@ type session struct {
 	// installed counts the flows the trace added (install), for the
 	// cleanup line.
 	installed int
+	// rulesUntil ends the time the trace gives c.Rules (antreaagent.Budget
+	// from the first lookup).
+	rulesUntil time.Time
 }
 
 // trace asks OVS for its trace of frame entering the bridge with the

@@ -353,6 +353,9 @@ func (s *session) watch(ctx context.Context, role report.Role, p *path, dst neti
 				hop.PipelineFlows = &n
 			}
 		}
+		if hop != nil {
+			s.nameRule(ctx, &o, hop)
+		}
 		res.Observations = append(res.Observations, o)
 		return s.c.Out.Write(report.Line{Type: report.TypeObservation, Observation: &o, Hop: hop})
 	}

@@ -154,6 +154,10 @@ type Hop struct {
 	// helpers'): 0 means the node's CNI had not programmed its pipeline (a
 	// restarted ovs-vswitchd before its agent's first sync, say).
 	PipelineFlows *int `json:"pipelineFlows,omitempty"`
+	// PolicyUnknown, on a hop through a policy rule known by its
+	// conjunction id only, says why the helper could not name the rule's
+	// policy (Antrea's agent unreachable, say).
+	PolicyUnknown string `json:"policyUnknown,omitempty"`
 }
 
 // OVNHop is the OVN row behind a hop's flow (its cookie is the first 32

@@ -114,6 +114,9 @@ func (o *TraceOptions) trace(ctx context.Context, c *Clients, res *resolve.Resul
 		Timeout: o.timeout, Keep: o.keep,
 		ParallelStart: o.pool == nil && c.RESTConfig != nil && canAttach(ctx, c.Kube, o.helperNamespace),
 		Pool:          o.pool,
+		// Where Antrea's agents run, each node's helper asks its agent
+		// to name the policy rules the probe meets.
+		AntreaAgentPorts: agentPorts(facts),
 	}, helpermode.Plan{
 		Trace: tf.Name, View: started, Sender: res.Source.Node, Receivers: receivers,
 		SenderArgs: senderArgs(res, tf), Record: tf, RecordAsCR: d.RecordAsCR,
@@ -269,4 +272,16 @@ func canAttach(ctx context.Context, cs kubernetes.Interface, ns string) bool {
 		}},
 	}, metav1.CreateOptions{})
 	return err == nil && r.Status.Allowed
+}
+
+// agentPorts maps each node with an Antrea agent to its API's port, as the
+// agent's record gives it.
+func agentPorts(f engine.Facts) map[string]int {
+	m := map[string]int{}
+	for node, h := range f.Agents {
+		if h.APIPort > 0 {
+			m[node] = h.APIPort
+		}
+	}
+	return m
 }

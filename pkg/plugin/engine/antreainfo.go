@@ -36,6 +36,8 @@ type infoRecord struct {
 	NodeRef           struct {
 		Name string `json:"name,omitempty"`
 	} `json:"nodeRef"`
+	// APIPort is where the agent serves its API (an agent's record only).
+	APIPort              int             `json:"apiPort,omitempty"`
 	AgentConditions      []infoCondition `json:"agentConditions,omitempty"`
 	ControllerConditions []infoCondition `json:"controllerConditions,omitempty"`
 }

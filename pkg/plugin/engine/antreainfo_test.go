@@ -156,6 +156,11 @@ func TestGatherFromAntreaRecords(t *testing.T) {
 				if g.Ready != w.Ready || g.Source != w.Source || g.Age != w.Age {
 					t.Errorf("%s: got %+v, want Ready %v Source %q Age %s", n, g, w.Ready, w.Source, w.Age)
 				}
+				// The recorded agents serve their API on 10350 (the
+				// record's apiPort); what pods say carries no port.
+				if wantPort := map[bool]int{true: 10350}[w.Source == "AntreaAgentInfo"]; g.APIPort != wantPort {
+					t.Errorf("%s: API port %d, want %d", n, g.APIPort, wantPort)
+				}
 				if d := tc.detail[n]; d != "" && !strings.Contains(g.Detail, d) {
 					t.Errorf("%s: detail %q, want %q in it", n, g.Detail, d)
 				}

@@ -64,6 +64,10 @@ type Health struct {
 	Age time.Duration
 	// Detail says what the evidence showed, in words.
 	Detail string
+	// APIPort is the port of an agent's API on its node, from its record
+	// (0 where unknown): helper mode asks the agent there to name the
+	// policy rules it meets.
+	APIPort int
 }
 
 // fromRecord reports whether h comes from one of Antrea's health records.
@@ -358,6 +362,7 @@ func (f *Facts) readRecords(ctx context.Context, s Sources) error {
 		// Tracing needs the agent's OVSDB and OpenFlow connections; the
 		// controller connection only carries policies, so it is not asked.
 		h := r.judge("AntreaAgentInfo", now, !ok, "AgentHealthy", "OVSDBConnectionUp", "OpenflowConnectionUp")
+		h.APIPort = r.APIPort
 		f.Agents[node] = h
 	}
 	return nil

@@ -67,6 +67,8 @@ type server struct {
 	p    *Pool
 	node string
 	pod  string
+	// antreaAgentPort is the node's Antrea agent API port, 0 for none.
+	antreaAgentPort int
 
 	mu sync.Mutex
 	// started: its container runs, its input is attached to and its log
@@ -134,8 +136,8 @@ func (s *subscription) pump() {
 // (helperpod.Name), args its command line (helperpod.CommandArgs), and its
 // report lines go to out as lineMsgs from pod id, until Forget. A server
 // that cannot serve says so on out, as a problem.
-func (p *Pool) Start(node, id string, args []string, out chan<- lineMsg) error {
-	s, err := p.server(node)
+func (p *Pool) Start(node, id string, args []string, antreaAgentPort int, out chan<- lineMsg) error {
+	s, err := p.server(node, antreaAgentPort)
 	if err != nil {
 		return err
 	}
@@ -238,7 +240,10 @@ func (p *Pool) Close(ctx context.Context) error {
 }
 
 // server returns node's server, creating its pod on first use.
-func (p *Pool) server(node string) (*server, error) {
+// server is node's server, made if need be. antreaAgentPort is the
+// port of the Antrea agent's API on node (0: none), which the pod mounts
+// the agent's token for; the first trace on a node decides it.
+func (p *Pool) server(node string, antreaAgentPort int) (*server, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
@@ -253,7 +258,7 @@ func (p *Pool) server(node string) (*server, error) {
 		}
 		p.watched = true
 	}
-	s := &server{p: p, node: node, pod: helperpod.Name(p.cfg.Run, helperpod.RoleServer, node),
+	s := &server{p: p, node: node, pod: helperpod.Name(p.cfg.Run, helperpod.RoleServer, node), antreaAgentPort: antreaAgentPort,
 		subs: map[string]*subscription{}, writes: make(chan []byte, 256), gone: make(chan struct{})}
 	s.stdinR, s.stdinW = io.Pipe()
 	p.servers[node] = s
@@ -379,7 +384,7 @@ func (s *server) create() {
 	pod, err := helperpod.Build(helperpod.Params{
 		TraceName: p.cfg.Run, Namespace: p.cfg.Namespace, Node: s.node, Role: helperpod.RoleServer,
 		Image: p.cfg.Image, PullPolicy: p.cfg.PullPolicy, OVSRunDir: p.cfg.OVSRunDir, OVNRunDir: p.cfg.OVNRunDir,
-		Timeout: p.cfg.Lifetime,
+		Timeout: p.cfg.Lifetime, AntreaAgentPort: s.antreaAgentPort,
 	})
 	if err != nil {
 		s.fail(err.Error())

@@ -47,6 +47,10 @@ type Config struct {
 	// Pool, when set, runs the trace's helpers on the nodes' shared
 	// helpers (a check run's) instead of pods of the trace's own.
 	Pool *Pool
+	// AntreaAgentPorts maps a node to the port of the Antrea agent's API
+	// there (its AntreaAgentInfo's apiPort): the node's helper asks that
+	// agent to name the policy rules the probe meets.
+	AntreaAgentPorts map[string]int
 }
 
 // Plan is one trace: where its helpers run and what the sender injects.
@@ -371,7 +375,7 @@ func (t *tracer) create(ctx context.Context, h *helper, role helperpod.Role) err
 		TraceName: t.plan.Trace, Namespace: t.cfg.Namespace, Node: h.node, Role: role,
 		Image: t.cfg.Image, PullPolicy: t.cfg.PullPolicy, OVSRunDir: t.cfg.OVSRunDir, OVNRunDir: t.cfg.OVNRunDir,
 		Bridge: t.cfg.Bridge, Tag: t.tag, Mark: t.mark, Timeout: t.cfg.Timeout, Args: args,
-		WaitForGo: t.parallel,
+		WaitForGo: t.parallel, AntreaAgentPort: t.cfg.AntreaAgentPorts[h.node],
 	}
 	if t.cfg.Pool != nil {
 		return t.startShared(h, params)
@@ -474,7 +478,7 @@ func (t *tracer) sendGo(h *helper) {
 }
 
 func (t *tracer) startShared(h *helper, params helperpod.Params) error {
-	if err := t.cfg.Pool.Start(h.node, h.pod, helperpod.CommandArgs(params), t.lines); err != nil {
+	if err := t.cfg.Pool.Start(h.node, h.pod, helperpod.CommandArgs(params), params.AntreaAgentPort, t.lines); err != nil {
 		return exitcode.Wrap(exitcode.Setup, err)
 	}
 	h.created, h.streaming = true, true

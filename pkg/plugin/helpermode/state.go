@@ -91,6 +91,7 @@ func hopFrom(node string, role report.Role, l report.Line) outcome.Hop {
 		h.TableName = l.Hop.TableName
 		h.Flow = l.Hop.Flow
 		h.NoPipeline = l.Hop.NoMatch && l.Hop.PipelineFlows != nil && *l.Hop.PipelineFlows == 0
+		h.PolicyUnknown = l.Hop.PolicyUnknown
 		// A cookie that does not parse stays 0 and is not shown.
 		if c, err := strconv.ParseUint(strings.TrimPrefix(l.Hop.Cookie, "0x"), 16, 64); err == nil {
 			h.Cookie = c

@@ -5,6 +5,7 @@ package helperpod
 
 import (
 	"fmt"
+	"net"
 	"strconv"
 	"time"
 
@@ -39,6 +40,9 @@ const (
 	// helper reads them to name hops by OVN's logical flows; it is mounted
 	// read-only at the same path, so that ovn-remote means the same inside.
 	OVNRunDir = "/var/run/ovn"
+	// AntreaAPIServerDir is where Antrea's agent keeps the token of its
+	// own API (loopback-client-token), a hostPath in Antrea's manifest.
+	AntreaAPIServerDir = "/var/run/antrea/apiserver"
 )
 
 // Role says what a helper does on its node.
@@ -81,6 +85,12 @@ type Params struct {
 	// once to a receiver, and to a sender once every receiver is ready);
 	// its report then reaches the plugin through the same attach.
 	WaitForGo bool
+	// AntreaAgentPort is the port of the Antrea agent's API on p.Node (its
+	// AntreaAgentInfo's apiPort), 0 where no agent runs there. With it the
+	// helper asks the agent, on the node's loopback address, which policy
+	// rule a conjunction id stands for, with the token the agent writes
+	// for its own antctl: the pod mounts AntreaAPIServerDir read-only.
+	AntreaAgentPort int
 	// Args are the helper's arguments after the subcommand and the OVS flags
 	// that this package sets (--ovs-rundir, --bridge, --tag, --timeout).
 	Args []string
@@ -114,6 +124,10 @@ func CommandArgs(p Params) []string {
 		"--bridge", bridge,
 		"--tag", strconv.Itoa(int(p.Tag)),
 		"--timeout", p.Timeout.String(),
+	}
+	if p.AntreaAgentPort > 0 {
+		args = append(args, "--antrea-agent", net.JoinHostPort("127.0.0.1", strconv.Itoa(p.AntreaAgentPort)),
+			"--antrea-token", AntreaAPIServerDir+"/loopback-client-token")
 	}
 	if p.Mark != 0 {
 		args = append(args, "--mark", strconv.FormatUint(uint64(p.Mark), 10))
@@ -267,6 +281,22 @@ func Build(p Params) (*corev1.Pod, error) {
 				}},
 			}},
 		},
+	}
+	if p.AntreaAgentPort > 0 {
+		c := &pod.Spec.Containers[0]
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "antrea-apiserver", MountPath: AntreaAPIServerDir, ReadOnly: true})
+		pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{
+			Name: "antrea-apiserver",
+			VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{
+				Path: AntreaAPIServerDir,
+				// Unset, as for OVN's: Antrea's agent record says it runs
+				// on the node, so the directory is there; should it not
+				// be, the trace still runs and its policy rules stay
+				// unnamed (the helper says it found no token), where
+				// Directory would fail the helper's pod over a name.
+				Type: ptr.To(corev1.HostPathUnset),
+			}},
+		})
 	}
 	return pod, nil
 }

@@ -136,3 +136,36 @@ func TestNameStablePerNode(t *testing.T) {
 		t.Fatal("name is not stable")
 	}
 }
+
+// On a node with Antrea's agent, the helper is told where the agent's API
+// is and gets the agent's token directory, read-only; elsewhere neither.
+func TestBuildAntreaAgent(t *testing.T) {
+	for _, role := range []Role{RoleSender, RoleReceiver, RoleServer} {
+		p := params()
+		p.Role = role
+		plain, err := Build(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.AntreaAgentPort = 10350
+		pod, err := Build(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := len(pod.Spec.Volumes) - len(plain.Spec.Volumes); n != 1 {
+			t.Fatalf("%s: %d volumes more; want 1", role, n)
+		}
+		v := pod.Spec.Volumes[len(pod.Spec.Volumes)-1]
+		m := pod.Spec.Containers[0].VolumeMounts[len(pod.Spec.Containers[0].VolumeMounts)-1]
+		if v.HostPath == nil || v.HostPath.Path != AntreaAPIServerDir || m.Name != v.Name || m.MountPath != AntreaAPIServerDir || !m.ReadOnly {
+			t.Errorf("%s: volume %+v mount %+v", role, v, m)
+		}
+		args := strings.Join(CommandArgs(p), " ")
+		if !strings.Contains(args, "--antrea-agent 127.0.0.1:10350 --antrea-token "+AntreaAPIServerDir+"/loopback-client-token") {
+			t.Errorf("%s: args %s", role, args)
+		}
+		if strings.Contains(strings.Join(CommandArgs(params()), " "), "antrea") {
+			t.Errorf("args name Antrea without an agent")
+		}
+	}
+}

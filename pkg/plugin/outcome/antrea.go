@@ -74,24 +74,30 @@ var metricConjMatch = regexp.MustCompile(`(?:^|,)reg3=(0x[0-9a-fA-F]+|\d+)`)
 const UnknownPolicy = "unknown"
 
 // nativeRuleWhy says why a rule known by its conjunction id (as a flow
-// prints it: decimal in conj_id, hexadecimal in a register) has no name.
-func nativeRuleWhy(conj string) string {
+// prints it: decimal in conj_id, hexadecimal in a register) has no name:
+// the helper's own reason where it asked Antrea's agent and could not
+// learn it (asked), else that no agent was asked.
+func nativeRuleWhy(conj, asked string) string {
 	if n, err := strconv.ParseUint(conj, 0, 32); err == nil {
 		conj = strconv.FormatUint(n, 10)
 	}
-	return "conjunction " + conj + ": the node's flows know the rule by that id only, and only Antrea's agent maps it to its policy (antctl get ovsflows on the node, or --engine agent)"
+	why := "conjunction " + conj + ": the node's flows know the rule by that id only, and only Antrea's agent maps it to its policy"
+	if asked != "" {
+		return why + ", and the helper could not learn it from the agent: " + asked + " (antctl get ovsflows on the node, or --engine agent)"
+	}
+	return why + ", which the helper had no way to ask on this node (antctl get ovsflows on the node, or --engine agent)"
 }
 
 // AntreaRuleEnd reports, for a hop that dropped or rejected the probe on
-// Antrea's pipeline, the metric table and conjunction id of the policy
-// rule that decided it: the hop itself when a metric table's flow for a
-// rule dropped it, or, for a reject (which Antrea carries out through a
-// controller action in its Output table), the last metric table hop of
-// the same node before it. hops are the path's hops before end.
-func AntreaRuleEnd(hops []TimedHop, end Hop) (table, conj string, ok bool) {
+// Antrea's pipeline, the metric table hop of the policy rule that decided
+// it and the rule's conjunction id: the hop itself when a metric table's
+// flow for a rule dropped it, or, for a reject (which Antrea carries out
+// through a controller action in its Output table), the last metric table
+// hop of the same node before it. hops are the path's hops before end.
+func AntreaRuleEnd(hops []TimedHop, end Hop) (rule Hop, conj string, ok bool) {
 	a := end.Observation.Action.Normalize()
 	if !antreaTables[end.TableName] || (a != report.ActionDropped && a != report.ActionRejected) {
-		return "", "", false
+		return Hop{}, "", false
 	}
 	metric := func(h Hop) (string, bool) {
 		if h.TableName != "IngressMetric" && h.TableName != "EgressMetric" {
@@ -104,32 +110,41 @@ func AntreaRuleEnd(hops []TimedHop, end Hop) (table, conj string, ok bool) {
 		return m[1], true
 	}
 	if c, ok := metric(end); ok {
-		return end.TableName, c, true
+		return end, c, true
 	}
 	if end.TableName != "Output" || a != report.ActionRejected {
-		return "", "", false
+		return Hop{}, "", false
 	}
 	for i := len(hops) - 1; i >= 0; i-- {
 		if hops[i].Node != end.Node {
 			continue
 		}
 		if c, ok := metric(hops[i].Hop); ok {
-			return hops[i].TableName, c, true
+			return hops[i].Hop, c, true
 		}
 	}
-	return "", "", false
+	return Hop{}, "", false
 }
 
-// NameAntreaRule gives a hop that ended at an Antrea-native policy rule
-// (AntreaRuleEnd) the policy "unknown" and the reason, where nothing names
-// it yet.
+// NameAntreaRule names the policy of a hop that ended at an Antrea policy
+// rule (AntreaRuleEnd), where nothing names it yet: as the helper named
+// the rule's metric hop (a reject ends at the Output table, after it), or
+// "unknown" with the reason.
 func NameAntreaRule(hops []TimedHop, end Hop) (report.Observation, bool) {
 	o := end.Observation
-	_, conj, ok := AntreaRuleEnd(hops, end)
+	rule, conj, ok := AntreaRuleEnd(hops, end)
 	if !ok || o.NetworkPolicy != "" {
 		return o, false
 	}
-	o.NetworkPolicy, o.NetworkPolicyRule = UnknownPolicy, nativeRuleWhy(conj)
+	if r := rule.Observation; r.NetworkPolicy != "" && r.NetworkPolicy != UnknownPolicy {
+		o.NetworkPolicy, o.NetworkPolicyRule = r.NetworkPolicy, r.NetworkPolicyRule
+		return o, true
+	}
+	why := rule.PolicyUnknown
+	if why == "" {
+		why = end.PolicyUnknown
+	}
+	o.NetworkPolicy, o.NetworkPolicyRule = UnknownPolicy, nativeRuleWhy(conj, why)
 	return o, true
 }
 
@@ -186,7 +201,7 @@ func AntreaView(h Hop, seen map[string]bool) (report.Observation, bool) {
 		}
 		o.ComponentInfo = info
 		if o.NetworkPolicy == "" {
-			o.NetworkPolicy, o.NetworkPolicyRule = UnknownPolicy, nativeRuleWhy(conjMatch.FindStringSubmatch(h.Flow)[1])
+			o.NetworkPolicy, o.NetworkPolicyRule = UnknownPolicy, nativeRuleWhy(conjMatch.FindStringSubmatch(h.Flow)[1], h.PolicyUnknown)
 		}
 		return o, once(info)
 	}
@@ -209,11 +224,11 @@ func AntreaSummary(hops []TimedHop) []TimedHop {
 		if !ok {
 			continue
 		}
-		if table, _, ok := AntreaRuleEnd(hops[:i], h.Hop); ok && h.TableName == "Output" {
+		if rule, _, ok := AntreaRuleEnd(hops[:i], h.Hop); ok && h.TableName == "Output" {
 			// Antrea reports a reject at the rule's metric table, where
 			// its agent reads the rule from; the helper saw it carried
 			// out by the Output table's controller action.
-			o.Component, o.ComponentInfo = report.ComponentNetworkPolicy, table
+			o.Component, o.ComponentInfo = report.ComponentNetworkPolicy, rule.TableName
 		}
 		if a := o.Action.Normalize(); onAntreaPipeline(h.Hop) && (a == report.ActionDropped || a == report.ActionRejected) {
 			for i := len(out) - 1; i >= 0; i-- {

@@ -93,7 +93,7 @@ func TestAntreaSummary(t *testing.T) {
 		}},
 		{"receiver through an ACNP allow rule", receiverACNP, []report.Observation{
 			{Component: fw, Action: report.ActionReceived},
-			{Component: np, ComponentInfo: "IngressRule", Action: report.ActionForwarded, NetworkPolicy: UnknownPolicy, NetworkPolicyRule: nativeRuleWhy("7")},
+			{Component: np, ComponentInfo: "IngressRule", Action: report.ActionForwarded, NetworkPolicy: UnknownPolicy, NetworkPolicyRule: nativeRuleWhy("7", "")},
 			{Component: fw, ComponentInfo: output, Action: report.ActionDelivered, Pod: "ns/b", Inferred: true},
 		}},
 		{"egress default drop", egressDrop, []report.Observation{
@@ -106,7 +106,7 @@ func TestAntreaSummary(t *testing.T) {
 		}},
 		{"reject rule after an egress allow", rejectAfterEgressAllow, []report.Observation{
 			{Component: report.ComponentSpoofGuard, Action: report.ActionForwarded},
-			{Component: np, ComponentInfo: "EgressRule", Action: report.ActionForwarded, NetworkPolicy: UnknownPolicy, NetworkPolicyRule: nativeRuleWhy("9")},
+			{Component: np, ComponentInfo: "EgressRule", Action: report.ActionForwarded, NetworkPolicy: UnknownPolicy, NetworkPolicyRule: nativeRuleWhy("9", "")},
 			// Where Antrea reports a reject: the rule's metric table.
 			{Component: np, ComponentInfo: "IngressMetric", Action: report.ActionRejected},
 		}},
@@ -182,8 +182,9 @@ func TestAgentHopsAreNotSummarised(t *testing.T) {
 	}
 }
 
-// A drop or reject by an Antrea-native rule is known on the node only by
-// its conjunction id: the policy is "unknown", with the id and why. An
+// A drop or reject by an Antrea-native rule is known to OVS only by its
+// conjunction id: the policy is the one the helper learnt from Antrea's
+// agent for the rule's metric hop, else "unknown", with the id and why. An
 // isolation drop (a default rule table) and a pipeline that is not
 // Antrea's are left to other explanations.
 func TestNameAntreaRule(t *testing.T) {
@@ -196,26 +197,35 @@ func TestNameAntreaRule(t *testing.T) {
 	drop.Observation.Action = report.ActionDropped
 	isolation := th(24, "IngressDefaultRule", "priority=200,reg1=0x5", report.Observation{Component: np, ComponentInfo: "IngressDefaultRule", Action: report.ActionDropped})
 	ovnDrop := TimedHop{Hop: Hop{Node: "n2", TableID: 44, TableName: "ls_out_acl", Flow: "reg3=0x3", Observation: report.Observation{Component: np, Action: report.ActionDropped}}}
+	// The helper named the rule's metric hop by asking Antrea's agent.
+	named := metric
+	named.Observation.NetworkPolicy, named.Observation.NetworkPolicyRule = "AntreaNetworkPolicy:ns/reject-web", "reject-8080"
+	// The helper asked the agent and could not learn the name.
+	asked := drop
+	asked.PolicyUnknown = "no policy that Antrea's agent enforces has this conjunction id"
 	for _, tc := range []struct {
-		name       string
-		before     []TimedHop
-		end        TimedHop
-		table, why string
+		name             string
+		before           []TimedHop
+		end              TimedHop
+		table            string
+		policy, ruleName string
 	}{
-		{"drop in the metric table", nil, drop, "IngressMetric", nativeRuleWhy("3")},
-		{"reject at Output after the rule's metric table", []TimedHop{metric}, reject, "IngressMetric", nativeRuleWhy("3")},
-		{"reject at Output, the metric hop on another node", []TimedHop{other}, reject, "", ""},
-		{"isolation drop", nil, isolation, "", ""},
-		{"not Antrea's pipeline", nil, ovnDrop, "", ""},
+		{"drop in the metric table", nil, drop, "IngressMetric", UnknownPolicy, nativeRuleWhy("3", "")},
+		{"drop, the agent asked in vain", nil, asked, "IngressMetric", UnknownPolicy, nativeRuleWhy("3", asked.PolicyUnknown)},
+		{"reject at Output after the rule's metric table", []TimedHop{metric}, reject, "IngressMetric", UnknownPolicy, nativeRuleWhy("3", "")},
+		{"reject at Output after the helper named the rule", []TimedHop{named}, reject, "IngressMetric", "AntreaNetworkPolicy:ns/reject-web", "reject-8080"},
+		{"reject at Output, the metric hop on another node", []TimedHop{other}, reject, "", "", ""},
+		{"isolation drop", nil, isolation, "", "", ""},
+		{"not Antrea's pipeline", nil, ovnDrop, "", "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			table, _, ok := AntreaRuleEnd(tc.before, tc.end.Hop)
+			rule, _, ok := AntreaRuleEnd(tc.before, tc.end.Hop)
 			o, named := NameAntreaRule(tc.before, tc.end.Hop)
-			if table != tc.table || ok != (tc.table != "") || named != ok {
-				t.Fatalf("table %q ok %v named %v; want %q", table, ok, named, tc.table)
+			if rule.TableName != tc.table || ok != (tc.table != "") || named != ok {
+				t.Fatalf("table %q ok %v named %v; want %q", rule.TableName, ok, named, tc.table)
 			}
-			if ok && (o.NetworkPolicy != UnknownPolicy || o.NetworkPolicyRule != tc.why) {
-				t.Errorf("policy %q rule %q", o.NetworkPolicy, o.NetworkPolicyRule)
+			if ok && (o.NetworkPolicy != tc.policy || o.NetworkPolicyRule != tc.ruleName) {
+				t.Errorf("policy %q rule %q; want %q %q", o.NetworkPolicy, o.NetworkPolicyRule, tc.policy, tc.ruleName)
 			}
 		})
 	}

@@ -86,6 +86,10 @@ type Hop struct {
 	// NoPipeline: no flow matched, and the bridge held no flow besides
 	// traces' at that moment (its CNI had not programmed it).
 	NoPipeline bool
+	// PolicyUnknown says why the helper could not name the policy of the
+	// rule this hop went through (its conjunction id is all the flows
+	// say): Antrea's agent could not be asked, say.
+	PolicyUnknown string
 }
 
 // Inferred reports whether the packet was not seen at this hop, only
