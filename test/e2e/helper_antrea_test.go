@@ -82,6 +82,11 @@ spec:
 			if tc.real == timedOut && (end.Action != report.ActionDropped || end.Component != report.ComponentNetworkPolicy) {
 				t.Errorf("end %+v, want a NetworkPolicy drop", end)
 			}
+			// The node's agent names the rule among the policy's 52, as
+			// Antrea's own Traceflow would (the helper asks it).
+			if tc.real == timedOut && (end.NetworkPolicy != "AntreaClusterNetworkPolicy:"+acnp || end.NetworkPolicyRule != "drop-8080") {
+				t.Errorf("end names policy %q rule %q, want AntreaClusterNetworkPolicy:%s rule drop-8080", end.NetworkPolicy, end.NetworkPolicyRule, acnp)
+			}
 			if tc.node == labNodes[0].name {
 				measureHelperFlows(t, f.ns, p)
 			}

@@ -49,7 +49,12 @@ func (s *session) nameRule(ctx context.Context, o *report.Observation, hop *repo
 		return
 	}
 	if s.rulesUntil.IsZero() {
+		// Never into the last quarter of the trace's time: the plugin
+		// must still get the verdict before its own timeout.
 		s.rulesUntil = time.Now().Add(antreaagent.Budget)
+		if end := s.start.Add(s.c.Timeout * 3 / 4); end.Before(s.rulesUntil) {
+			s.rulesUntil = end
+		}
 	}
 	lctx, cancel := context.WithDeadline(ctx, s.rulesUntil)
 	defer cancel()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/antreaagent"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/report"
@@ -45,7 +46,7 @@ func TestRuleConj(t *testing.T) {
 func TestNameRule(t *testing.T) {
 	hop := func() *report.Hop { return &report.Hop{TableName: "IngressMetric", Flow: "priority=200,reg3=0x4"} }
 	f := &fakeRules{}
-	s := &session{c: Common{Rules: f, Logf: func(string, ...any) {}}}
+	s := &session{c: Common{Rules: f, Timeout: 20 * time.Second, Logf: func(string, ...any) {}}, start: time.Now()}
 	o := report.Observation{Component: report.ComponentNetworkPolicy, Action: report.ActionDropped}
 	s.nameRule(context.Background(), &o, hop())
 	if o.NetworkPolicy != "AntreaClusterNetworkPolicy:deny" || o.NetworkPolicyRule != "drop-8080" {

@@ -62,7 +62,7 @@ func (o *CheckOptions) runTrace(clients *Clients) check.RunFunc {
 // defaults of `kubectl traceflow SRC DST`, or those of the command that
 // asked for --all-endpoints, with the case's timeout and expectation.
 func (o *CheckOptions) traceOptions(t check.Trace) *TraceOptions {
-	to := &TraceOptions{ttl: traceflow.DefaultTTL, tcpFlags: traceflow.TCPFlagSYN}
+	to := &TraceOptions{ttl: traceflow.DefaultTTL, tcpFlags: traceflow.TCPFlagSYN, antreaNames: true}
 	if o.template != nil {
 		c := *o.template
 		to = &c

@@ -116,7 +116,7 @@ func (o *TraceOptions) trace(ctx context.Context, c *Clients, res *resolve.Resul
 		Pool:          o.pool,
 		// Where Antrea's agents run, each node's helper asks its agent
 		// to name the policy rules the probe meets.
-		AntreaAgentPorts: agentPorts(facts),
+		AntreaAgentPorts: o.agentPorts(facts),
 	}, helpermode.Plan{
 		Trace: tf.Name, View: started, Sender: res.Source.Node, Receivers: receivers,
 		SenderArgs: senderArgs(res, tf), Record: tf, RecordAsCR: d.RecordAsCR,
@@ -275,9 +275,12 @@ func canAttach(ctx context.Context, cs kubernetes.Interface, ns string) bool {
 }
 
 // agentPorts maps each node with an Antrea agent to its API's port, as the
-// agent's record gives it.
-func agentPorts(f engine.Facts) map[string]int {
+// agent's record gives it; none with --antrea-names=false.
+func (o *TraceOptions) agentPorts(f engine.Facts) map[string]int {
 	m := map[string]int{}
+	if !o.antreaNames {
+		return m
+	}
 	for node, h := range f.Agents {
 		if h.APIPort > 0 {
 			m[node] = h.APIPort

@@ -77,6 +77,7 @@ type TraceOptions struct {
 	ovsRunDir        string
 	ovnRunDir        string
 	bridge           string
+	antreaNames      bool
 	changed          func(name string) bool
 
 	// Typed inputs, set by Complete.
@@ -92,7 +93,7 @@ func newTraceCommand(streams genericiooptions.IOStreams, deps Deps, cf *genericc
 		ttl: traceflow.DefaultTTL, timeout: traceflow.DefaultTimeoutSeconds * time.Second,
 		tcpFlags: traceflow.TCPFlagSYN, engine: "auto", expect: "delivered", color: "auto",
 		helperImage: DefaultHelperImage(), helperNamespace: install.DefaultNamespace,
-		ovsRunDir: helperpod.DefaultOVSRunDir, ovnRunDir: helperpod.OVNRunDir, bridge: helperpod.DefaultBridge}
+		ovsRunDir: helperpod.DefaultOVSRunDir, ovnRunDir: helperpod.OVNRunDir, bridge: helperpod.DefaultBridge, antreaNames: true}
 	cmd := &cobra.Command{
 		Use:         "traceflow SRC DST [--tcp PORT | --udp PORT | --icmp]",
 		Short:       "Trace a packet from a pod to a pod, Service or IP through the Open vSwitch dataplane",
@@ -138,6 +139,7 @@ func (o *TraceOptions) addFlags(cmd *cobra.Command) {
 	f.StringVar(&o.ovsRunDir, "ovs-rundir", o.ovsRunDir, "the nodes' Open vSwitch run directory (db.sock, BRIDGE.mgmt)")
 	f.StringVar(&o.ovnRunDir, "ovn-rundir", o.ovnRunDir, "the nodes' OVN run directory, where OVN-Kubernetes keeps the southbound and northbound databases' sockets (hops are named by OVN's logical flows)")
 	f.StringVar(&o.bridge, "bridge", o.bridge, "the OVS bridge that carries pod traffic")
+	f.BoolVar(&o.antreaNames, "antrea-names", o.antreaNames, "helper engine on Antrea: ask each node's Antrea agent (its API on the node, with its own token) which policy and rule a conjunction id stands for; a verdict at a rule waits for the name, about 0.1 s per rule of the policies asked about")
 	f.Var(&enumValue{&o.expect, []string{"delivered", "dropped", "rejected", "any"}}, "expect",
 		"the verdict that exits 0; another verdict exits 2")
 	f.Var(&enumValue{&o.color, []string{"auto", "always", "never"}}, "color", "colour the output: auto honours NO_COLOR and needs a terminal")

@@ -85,7 +85,7 @@ func nativeRuleWhy(conj, asked string) string {
 	if asked != "" {
 		return why + ", and the helper could not learn it from the agent: " + asked + " (antctl get ovsflows on the node, or --engine agent)"
 	}
-	return why + ", which the helper had no way to ask on this node (antctl get ovsflows on the node, or --engine agent)"
+	return why + ", which the helper did not ask on this node (no AntreaAgentInfo names its agent, or --antrea-names=false) (antctl get ovsflows on the node, or --engine agent)"
 }
 
 // AntreaRuleEnd reports, for a hop that dropped or rejected the probe on
