@@ -66,7 +66,7 @@ func TestAntreaHelperAgreesWithAgent(t *testing.T) {
 			r := c.run(t, ns)
 			var b strings.Builder
 			r.print(&b, 1, 1)
-			if !r.verdictsAgree() || !agrees(r.helper, r.real) || !agrees(r.agent, r.real) || !r.hopsAgree() {
+			if !r.verdictsAgree() || !r.agrees(r.helper) || !r.agrees(r.agent) || !r.hopsAgree() {
 				t.Errorf("helper and agent disagree, or one of them with real traffic:%s", b.String())
 			} else if r.helperPolicyUnknown() {
 				// The lab's agents serve their API and the helper reads their
@@ -82,16 +82,27 @@ func TestAntreaHelperAgreesWithAgent(t *testing.T) {
 // compareCase is one row of the comparison.
 type compareCase struct {
 	name     string
+	ns       string // where SRC and DST are; "" for the trace fixture's namespace
 	src, dst string // the plugin's SRC and DST
 	p        probe  // the same flow as real traffic
 	before   func() // policies to apply first
 	want     outcome
+	// leaves: the destination is outside the pod network (a node's IP, an
+	// address outside the cluster), so the end both engines must name is
+	// ForwardedOutOfNetwork, and real traffic is held to want (with
+	// witness in its result line) to show that the packet got out to the
+	// node: the node answered, or its router said it has no route.
+	leaves  bool
+	witness string
 }
 
 // run traces c with Antrea's agents, then with the helper, then sends the
 // same flow as real traffic.
 func (c compareCase) run(tb testing.TB, ns string) compareRow {
 	tb.Helper()
+	if c.ns != "" {
+		ns = c.ns
+	}
 	if c.before != nil {
 		c.before()
 	}
@@ -105,7 +116,17 @@ func (c compareCase) run(tb testing.TB, ns string) compareRow {
 	}
 	agent := compareTrace(tb, "agent", args)
 	helper := compareTrace(tb, "helper", args)
-	return compareRow{name: c.name, agent: agent, helper: helper, real: realTraffic(tb, c.p)}
+	real, _, line := realTrafficResult(tb, c.p)
+	row := compareRow{name: c.name, agent: agent, helper: helper, real: real, callsFor: string(verdictFor[real])}
+	if c.leaves {
+		// Real traffic shows that the packet left the pod network only
+		// where it met what the case says and the witness is in its line.
+		row.callsFor = string(report.ActionForwardedOutOfNetwork)
+		if real != c.want || !strings.Contains(line, c.witness) {
+			row.callsFor = fmt.Sprintf("nothing: real traffic %q is not %s with %q", line, c.want, c.witness)
+		}
+	}
+	return row
 }
 
 // compareCases sets up the comparison's pods and policies in the trace
@@ -206,7 +227,8 @@ spec:
 		{name: "ACNP allow (inter-node)", src: "a", dst: "b", p: probe{ns, "a", "tcp", ip("b"), 80}, before: withPolicies, want: served},
 		{name: "ANNP reject (inter-node)", src: "a", dst: "b", p: probe{ns, "a", "tcp", ip("b"), 8080}, before: withPolicies, want: refused},
 	}
-	return ns, cases, cleanup
+	more, moreCleanup := suiteCases(b, f)
+	return ns, append(cases, more...), func() { cleanup(); moreCleanup() }
 }
 
 // engineRun is one engine's trace of a case.
@@ -299,12 +321,15 @@ type compareRow struct {
 	name          string
 	agent, helper engineRun
 	real          outcome
+	// callsFor is the verdict real traffic calls for (verdictFor, or
+	// ForwardedOutOfNetwork for a destination outside the pod network).
+	callsFor string
 }
 
 func (r compareRow) verdictsAgree() bool { return r.agent.verdict == r.helper.verdict }
 
 // agrees says whether an engine's verdict is the one real traffic calls for.
-func agrees(e engineRun, real outcome) bool { return e.verdict == string(verdictFor[real]) }
+func (r compareRow) agrees(e engineRun) bool { return e.verdict == r.callsFor }
 
 // hopsAgree reports whether, on every node either engine reported, both
 // list the same hops (hopText) in the same order.
@@ -411,9 +436,9 @@ const compareColumn = 58
 
 func (r compareRow) print(w io.Writer, i, n int) {
 	fmt.Fprintf(w, "\n[%d/%d] %s\n", i, n, r.name)
-	fmt.Fprintf(w, "  real traffic: %s (calls for %s)\n", r.real, verdictFor[r.real])
+	fmt.Fprintf(w, "  real traffic: %s (calls for %s)\n", r.real, r.callsFor)
 	for _, e := range []engineRun{r.agent, r.helper} {
-		fmt.Fprintf(w, "  %-6s verdict %-22s exit %d  %6.2fs  agrees with traffic: %s", e.engine, e.verdict, e.code, e.took.Seconds(), yesNo(agrees(e, r.real)))
+		fmt.Fprintf(w, "  %-6s verdict %-22s exit %d  %6.2fs  agrees with traffic: %s", e.engine, e.verdict, e.code, e.took.Seconds(), yesNo(r.agrees(e)))
 		if e.errLine != "" {
 			fmt.Fprintf(w, "  (%s)", e.errLine)
 		}
@@ -448,11 +473,11 @@ func printCompareTable(w io.Writer, rows []compareRow) {
 	var v, h, at, ht int
 	for _, r := range rows {
 		fmt.Fprintf(w, "%-30s %-14s %-14s %-10s %-8s %-6s %-7.2f %-7.2f %-7s %-7s\n", r.name, trunc(r.agent.verdict, 14), trunc(r.helper.verdict, 14), r.real,
-			yesNo(r.verdictsAgree()), r.hopsVerdict(), r.agent.took.Seconds(), r.helper.took.Seconds(), yesNo(agrees(r.agent, r.real)), yesNo(agrees(r.helper, r.real)))
+			yesNo(r.verdictsAgree()), r.hopsVerdict(), r.agent.took.Seconds(), r.helper.took.Seconds(), yesNo(r.agrees(r.agent)), yesNo(r.agrees(r.helper)))
 		v += b2n(r.verdictsAgree())
 		h += b2n(r.hopsAgree())
-		at += b2n(agrees(r.agent, r.real))
-		ht += b2n(agrees(r.helper, r.real))
+		at += b2n(r.agrees(r.agent))
+		ht += b2n(r.agrees(r.helper))
 	}
 	n := len(rows)
 	fmt.Fprintf(w, "\nagreements: verdicts %d/%d, hop lists %d/%d, agent with real traffic %d/%d, helper with real traffic %d/%d\n", v, n, h, n, at, n, ht, n)

@@ -54,6 +54,14 @@ func realTraffic(t testing.TB, p probe) outcome {
 // retransmission comes after 1 s.
 func realTrafficTimed(t testing.TB, p probe) (outcome, time.Duration) {
 	t.Helper()
+	got, took, _ := realTrafficResult(t, p)
+	return got, took
+}
+
+// realTrafficResult is realTrafficTimed with the client's result line,
+// which says more than the outcome (what came back, and from where).
+func realTrafficResult(t testing.TB, p probe) (outcome, time.Duration, string) {
+	t.Helper()
 	var args []string
 	switch p.proto {
 	case "tcp":
@@ -79,8 +87,10 @@ func realTrafficTimed(t testing.TB, p probe) (outcome, time.Duration) {
 	}
 	got := outcome("")
 	var took time.Duration
+	var line string
 	for _, l := range strings.Split(string(out), "\n") {
 		if rest, ok := strings.CutPrefix(l, "result="); ok {
+			line = l
 			got = outcome(strings.Fields(rest)[0])
 			for _, f := range strings.Fields(rest) {
 				if v, ok := strings.CutPrefix(f, "time="); ok {
@@ -94,7 +104,7 @@ func realTrafficTimed(t testing.TB, p probe) (outcome, time.Duration) {
 		t.Fatalf("real traffic %+v: exit %d with result %q: the workload client gave no outcome\n%s", p, code, got, out)
 	}
 	t.Logf("real traffic %s/%s -> %s %s:%d: %s", p.ns, p.pod, p.proto, p.dst, p.port, strings.TrimSpace(string(out)))
-	return got, took
+	return got, took, line
 }
 
 // terminalActions are the fates a trace record reports for its packet

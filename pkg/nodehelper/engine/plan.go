@@ -25,9 +25,9 @@
 //     with the hop's priority and cookie get a copy, clause flows never:
 //     only the one the packet really matches fires (Plan.Siblings).
 //   - A conjunctive flow (conj_id=N) cannot be watched by a copy one
-//     priority up, since conj_id is set only by clause flows at its own
-//     priority: the helper clones the conjunction under an id of its own
-//     (cloneConjunction).
+//     priority up, since conj_id is set only by its clause flows (at their
+//     own priority, which may be another): the helper clones the
+//     conjunction under an id of its own (cloneConjunction).
 //   - Where OVS's trace ends in a recirculation it cannot follow (a dp_hash
 //     select group), the last copy marks the probe and catchers pause it
 //     where it reenters a table; the helper traces on from there with the
@@ -377,6 +377,26 @@ func cloneConjunction(in PlanInput, i int, conj openflow.FlowDesc, id uint32) ([
 	var mods [][]byte
 	clauses := map[uint8]bool{}
 	var n uint8
+	// The clause flows need not share the conj_id flow's priority: Antrea
+	// puts a Kubernetes NetworkPolicy rule's clauses at 200 and its conj_id
+	// flow at 190. OVS matches a conjunction at the priority of its
+	// clauses, which must all be one, so each clause copy goes one above
+	// that priority, and the conj_id copy one above the conj_id flow's.
+	clausePrio := -1
+	for _, fd := range in.Flows[h.Table] {
+		for _, c := range openflow.Conjunctions(fd.Instructions) {
+			if c.ID != id {
+				continue
+			}
+			if clausePrio >= 0 && int(fd.Priority) != clausePrio {
+				return nil, fmt.Sprintf("its flow is conjunctive (conj_id=%d) and the clause flows of conjunction %d have different priorities (%d, %d)", id, id, clausePrio, fd.Priority), nil
+			}
+			clausePrio = int(fd.Priority)
+		}
+	}
+	if clausePrio == 0xffff {
+		return nil, fmt.Sprintf("the clause flows of conjunction %d are at priority 65535, which no clone can outrank", id), nil
+	}
 	for _, fd := range in.Flows[h.Table] {
 		if cid, ok := openflow.ConjIDOf(fd.Match); ok && cid == clone {
 			return nil, fmt.Sprintf("its table already has a flow matching conj_id=%d, the id the helper would give its clone", clone), nil
@@ -385,7 +405,7 @@ func cloneConjunction(in PlanInput, i int, conj openflow.FlowDesc, id uint32) ([
 			if c.ID == clone {
 				return nil, fmt.Sprintf("its table already has a conjunction with id %d, the id the helper would give its clone", clone), nil
 			}
-			if c.ID != id || fd.Priority != conj.Priority {
+			if c.ID != id {
 				continue
 			}
 			extra, why := tagMatch(fd.Match, in.EthType, in.Tag)
@@ -397,13 +417,13 @@ func cloneConjunction(in PlanInput, i int, conj openflow.FlowDesc, id uint32) ([
 			n = c.NClauses
 			clauses[c.Clause] = true
 			mods = append(mods, openflow.CopyFlow(0, fd, openflow.CopySpec{
-				Cookie: in.Cookie | kindCopy, HardTimeout: in.HardTimeout, Priority: prio, ExtraMatch: extra,
+				Cookie: in.Cookie | kindCopy, HardTimeout: in.HardTimeout, Priority: fd.Priority + 1, ExtraMatch: extra,
 				ReplaceActions: openflow.ConjunctionAction(openflow.Conjunction{ID: clone, Clause: c.Clause, NClauses: c.NClauses}),
 			}))
 		}
 	}
 	if n == 0 {
-		return nil, fmt.Sprintf("its flow is conjunctive (conj_id=%d) and no clause flow of conjunction %d at priority %d could be copied", id, id, conj.Priority), nil
+		return nil, fmt.Sprintf("its flow is conjunctive (conj_id=%d) and no clause flow of conjunction %d could be copied", id, id), nil
 	}
 	for k := uint8(1); k <= n; k++ {
 		if !clauses[k] {

@@ -179,6 +179,43 @@ func TestBuildPlanClonesAConjunction(t *testing.T) {
 	}
 }
 
+// Antrea compiles a Kubernetes NetworkPolicy rule into clause flows at
+// priority 200 and a conj_id flow at 190 (seen on v2.3.2's EgressRule
+// table): the clause copies go to 201, above the clauses, and the conj_id
+// copy to 191. Clause flows of one conjunction at two priorities are no
+// conjunction OVS would match: not cloned, and said why.
+func TestBuildPlanClonesAConjunctionWithClausesAtAnotherPriority(t *testing.T) {
+	ip := openflow.EthTypeField(0x800)
+	clauses := []openflow.FlowDesc{
+		{TableID: 13, Priority: 200, Cookie: 0x5, Match: append(append([]byte(nil), ip...), ipSrc(10, 0, 0, 7)...), Instructions: applyActions(conj(56, 1, 2))},
+		{TableID: 13, Priority: 200, Cookie: 0x5, Match: ip, Instructions: applyActions(conj(56, 2, 2))},
+	}
+	conjFlow := openflow.FlowDesc{TableID: 13, Priority: 190, Cookie: 0x5, Match: append(openflow.ConjIDField(56), ip...), Instructions: applyActions(openflow.ResubmitAction(15))}
+	hops := []ofproto.Hop{{Table: 13, Priority: 190, Cookie: 0x5, Match: "conj_id=56,ip"}}
+	p := planFor(t, hops, map[uint8][]openflow.FlowDesc{13: append(append([]openflow.FlowDesc(nil), clauses...), conjFlow)})
+	if !p.Watched[0] {
+		t.Fatalf("conjunctive hop not watched: %q", p.Skipped[0])
+	}
+	prios := map[string]int{}
+	for _, m := range p.FlowMods {
+		fm := splitFlowMod(t, m)
+		if _, ok := openflow.ConjIDOf(fm.match); ok {
+			prios[fmt.Sprint("conj_id ", fm.priority)]++
+		} else {
+			prios[fmt.Sprint("clause ", fm.priority)]++
+		}
+	}
+	if want := map[string]int{"clause 201": 2, "conj_id 191": 1}; fmt.Sprint(prios) != fmt.Sprint(want) {
+		t.Errorf("flows by priority %v, want %v", prios, want)
+	}
+
+	clauses[1].Priority = 199
+	p = planFor(t, hops, map[uint8][]openflow.FlowDesc{13: append(append([]openflow.FlowDesc(nil), clauses...), conjFlow)})
+	if p.Watched[0] || len(p.FlowMods) != 0 || !strings.Contains(p.Skipped[0], "different priorities") {
+		t.Errorf("watched %v, %d flow mods, skipped %q; want unwatched, none, a reason with \"different priorities\"", p.Watched[0], len(p.FlowMods), p.Skipped[0])
+	}
+}
+
 // A conjunction the helper cannot clone whole is not cloned in part: the
 // hop is explained by OVS's trace only, and says why.
 func TestBuildPlanConjunctionThatCannotBeCloned(t *testing.T) {

@@ -99,6 +99,9 @@ type session struct {
 	// rulesUntil ends the time the trace gives c.Rules (antreaagent.Budget
 	// from the first lookup).
 	rulesUntil time.Time
+	// hostAddrs reads the node's addresses on a port's host interface
+	// (ToOwnAddress).
+	hostAddrs HostAddrs
 }
 
 // trace asks OVS for its trace of frame entering the bridge with the
@@ -136,7 +139,7 @@ func open(ctx context.Context, c Common) (*session, error) {
 	if c.Logf == nil {
 		c.Logf = func(string, ...any) {}
 	}
-	s := &session{c: c, start: time.Now()}
+	s := &session{c: c, start: time.Now(), hostAddrs: interfaceAddrs}
 	node, err := ovsdb.Snapshot(ctx, "unix:"+filepath.Join(c.Rundir, "db.sock"))
 	if err != nil {
 		return nil, setupErr("%w", err)
@@ -439,6 +442,8 @@ func summary(t ofproto.Trace, final int, v Verdict, names Namer) string {
 	switch {
 	case v.Open:
 		return fmt.Sprintf("the packet went on after %s into a recirculation that neither OVS's trace nor the helper followed further (%s)", where, v.Reason)
+	case v.Action == report.ActionDelivered && v.Port != nil && v.Port.PodName() == "":
+		return fmt.Sprintf("delivered to the node itself through port %s by %s (%s)", port, where, v.Reason)
 	case v.Action == report.ActionDelivered && v.Port != nil:
 		return fmt.Sprintf("delivered to pod %s (port %s) by %s", v.Port.PodName(), port, where)
 	case v.Action == report.ActionForwarded && port != "":

@@ -360,7 +360,7 @@ func (s *session) watch(ctx context.Context, role report.Role, p *path, dst neti
 		return s.c.Out.Write(report.Line{Type: report.TypeObservation, Observation: &o, Hop: hop})
 	}
 	translated := false
-	final, verdict, last := s.goal(p)
+	final, verdict, last := s.goal(p, dst)
 	deadline := time.NewTimer(s.c.Timeout)
 	defer deadline.Stop()
 	for (last < 0 || !p.observed[last]) && (last >= 0 || p.open) {
@@ -398,7 +398,7 @@ func (s *session) watch(ctx context.Context, role report.Role, p *path, dst neti
 						return Outcome{}, err
 					}
 				}
-				final, verdict, last = s.goal(p)
+				final, verdict, last = s.goal(p, dst)
 				continue
 			}
 			if kind != kindCopy && kind != kindMiss {
@@ -485,9 +485,12 @@ func (s *session) watch(ctx context.Context, role report.Role, p *path, dst neti
 
 // goal says which hop decides (final), what it does, and which watched hop
 // ends the watch (last; -1 if none). While the path ends open, the watch
-// ends only after it has been extended.
-func (s *session) goal(p *path) (int, Verdict, int) {
+// ends only after it has been extended. dst is the probe's destination:
+// an output to the host interface that holds it is a delivery
+// (ToOwnAddress).
+func (s *session) goal(p *path, dst netip.Addr) (int, Verdict, int) {
 	final, verdict := Final(p.t, s.br)
+	verdict = ToOwnAddress(verdict, dst, s.hostAddrs)
 	if p.open {
 		return -1, Verdict{}, -1
 	}

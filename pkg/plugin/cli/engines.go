@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"net/netip"
 	"sort"
 	"strconv"
 	"time"
@@ -177,16 +178,8 @@ func (o *TraceOptions) receiverNodes(ctx context.Context, c *Clients, res *resol
 		}
 	case resolve.KindService:
 		kind = outcome.DestinationService
-		slices, err := c.Lookup.EndpointSlices(ctx, dst.Namespace, dst.Name)
-		if err != nil {
-			return nil, "", exitcode.Errorf(exitcode.Setup, "list the endpoints of Service %s/%s: %w", dst.Namespace, dst.Name, err)
-		}
-		for _, s := range slices {
-			for _, e := range s.Endpoints {
-				if e.NodeName != nil && (e.Conditions.Ready == nil || *e.Conditions.Ready) {
-					set[*e.NodeName] = true
-				}
-			}
+		if err := endpointNodes(ctx, c, dst.Namespace, dst.Name, set); err != nil {
+			return nil, "", err
 		}
 	case resolve.KindIP:
 		pods, err := c.Kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{
@@ -206,6 +199,21 @@ func (o *TraceOptions) receiverNodes(ctx context.Context, c *Clients, res *resol
 			// verdict will be read.
 			_, _ = fmt.Fprintf(o.ErrOut, "Warning: cannot tell whether %s is a pod's IP (list pods cluster-wide: %v); a packet that leaves the pod network will count as delivered\n", dst.IP, err)
 		}
+		if kind == outcome.DestinationOutside {
+			// A Service's cluster IP given bare: the probe goes to one of its
+			// endpoints, whose nodes must be watching for it as they are for
+			// svc/NAME, or a probe tunnelled to one is never seen arriving.
+			svc, err := serviceWithClusterIP(ctx, c, dst.IP)
+			switch {
+			case err != nil:
+				_, _ = fmt.Fprintf(o.ErrOut, "Warning: cannot tell whether %s is a Service's cluster IP (list Services cluster-wide: %v); a probe sent to another node's endpoint will not be seen arriving\n", dst.IP, err)
+			case svc != nil:
+				kind = outcome.DestinationService
+				if err := endpointNodes(ctx, c, svc.Namespace, svc.Name, set); err != nil {
+					return nil, "", err
+				}
+			}
+		}
 	}
 	delete(set, res.Source.Node)
 	delete(set, "")
@@ -215,6 +223,43 @@ func (o *TraceOptions) receiverNodes(ctx context.Context, c *Clients, res *resol
 	}
 	sort.Strings(nodes)
 	return nodes, kind, nil
+}
+
+// endpointNodes adds to set the nodes of the ready endpoints of Service
+// ns/name.
+func endpointNodes(ctx context.Context, c *Clients, ns, name string, set map[string]bool) error {
+	slices, err := c.Lookup.EndpointSlices(ctx, ns, name)
+	if err != nil {
+		return exitcode.Errorf(exitcode.Setup, "list the endpoints of Service %s/%s: %w", ns, name, err)
+	}
+	for _, s := range slices {
+		for _, e := range s.Endpoints {
+			if e.NodeName != nil && (e.Conditions.Ready == nil || *e.Conditions.Ready) {
+				set[*e.NodeName] = true
+			}
+		}
+	}
+	return nil
+}
+
+// serviceWithClusterIP is the Service that holds ip as one of its cluster
+// IPs, or nil. All Services are listed and matched here: the field
+// selector spec.clusterIP is not served by every API server this plugin
+// supports.
+func serviceWithClusterIP(ctx context.Context, c *Clients, ip netip.Addr) (*corev1.Service, error) {
+	list, err := c.Kube.CoreV1().Services("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	for i := range list.Items {
+		svc := &list.Items[i]
+		for _, s := range append([]string{svc.Spec.ClusterIP}, svc.Spec.ClusterIPs...) {
+			if a, err := netip.ParseAddr(s); err == nil && a == ip {
+				return svc, nil
+			}
+		}
+	}
+	return nil, nil
 }
 
 // senderArgs are the sender helper's flags: where to inject, and the packet.

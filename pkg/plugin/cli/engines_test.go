@@ -10,7 +10,10 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
@@ -46,13 +49,18 @@ func TestReceiverNodesSayWhatTheDestinationIs(t *testing.T) {
 		{"a node's IP", resolve.Endpoint{Kind: resolve.KindIP, IP: netip.MustParseAddr("192.168.77.12")}, []runtime.Object{hostPod}, false, outcome.DestinationOutside, "", ""},
 		{"an external IP", resolve.Endpoint{Kind: resolve.KindIP, IP: netip.MustParseAddr("8.8.8.8")}, nil, false, outcome.DestinationOutside, "", ""},
 		{"pods not listable", resolve.Endpoint{Kind: resolve.KindIP, IP: netip.MustParseAddr("10.244.2.8")}, nil, true, outcome.DestinationOutside, "", "cannot tell whether 10.244.2.8 is a pod's IP"},
+		{"a Service's cluster IP", resolve.Endpoint{Kind: resolve.KindIP, IP: netip.MustParseAddr("10.96.0.20")}, servedFrom("node-2"), false, outcome.DestinationService, "node-2", ""},
+		{"a Service's second cluster IP", resolve.Endpoint{Kind: resolve.KindIP, IP: netip.MustParseAddr("fd00:96::20")}, servedFrom("node-2"), false, outcome.DestinationService, "node-2", ""},
+		{"Services not listable", resolve.Endpoint{Kind: resolve.KindIP, IP: netip.MustParseAddr("10.96.0.20")}, servedFrom("node-2"), true, outcome.DestinationOutside, "", "cannot tell whether 10.96.0.20 is a Service's cluster IP"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			kube := fake.NewClientset(tc.objs...)
 			if tc.forbidden {
-				kube.PrependReactor("list", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
-					return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "", errors.New("no"))
-				})
+				for _, r := range []string{"pods", "services"} {
+					kube.PrependReactor("list", r, func(k8stesting.Action) (bool, runtime.Object, error) {
+						return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: r}, "", errors.New("no"))
+					})
+				}
 			}
 			var errOut bytes.Buffer
 			o := &TraceOptions{}
@@ -69,6 +77,23 @@ func TestReceiverNodesSayWhatTheDestinationIs(t *testing.T) {
 				t.Errorf("warnings %q, want %q", errOut.String(), tc.warning)
 			}
 		})
+	}
+}
+
+// servedFrom is a dual-stack Service "echo" (10.96.0.20, fd00:96::20)
+// whose one ready endpoint runs on node.
+func servedFrom(node string) []runtime.Object {
+	ready := true
+	return []runtime.Object{
+		&corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "echo"},
+			Spec:       corev1.ServiceSpec{ClusterIP: "10.96.0.20", ClusterIPs: []string{"10.96.0.20", "fd00:96::20"}},
+		},
+		&discoveryv1.EndpointSlice{
+			ObjectMeta:  metav1.ObjectMeta{Namespace: "demo", Name: "echo-1", Labels: map[string]string{discoveryv1.LabelServiceName: "echo"}},
+			AddressType: discoveryv1.AddressTypeIPv4,
+			Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"10.244.2.9"}, NodeName: &node, Conditions: discoveryv1.EndpointConditions{Ready: &ready}}},
+		},
 	}
 }
 
