@@ -322,6 +322,21 @@ func (m *Model) NodeSummary(n *NodeState) []TimedHop {
 	return AntreaSummary(n.Hops)
 }
 
+// SummaryCounts is Counts over each node's NodeSummary, the hops the
+// default output shows: for a helper's trace on Antrea's pipeline, its few
+// observations a node, not every table the probe passed.
+func (m *Model) SummaryCounts() (hops, inferred int) {
+	for _, n := range m.Nodes {
+		for _, h := range m.NodeSummary(n) {
+			hops++
+			if h.Inferred() {
+				inferred++
+			}
+		}
+	}
+	return hops, inferred
+}
+
 // NodeSummarised reports whether NodeSummary leaves out or changes any of
 // n's hops, so that a record should carry them as well.
 func (m *Model) NodeSummarised(n *NodeState) bool { return m.summarises() && Summarised(n.Hops) }
