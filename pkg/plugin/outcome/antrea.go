@@ -258,10 +258,10 @@ func ends(h Hop) bool {
 		h.Observation.TunnelDstIP != "" || h.TableName == "Output"
 }
 
-// settled is AntreaSummary of hops as far as it cannot change any more:
-// until the node's path has ended, a rule hop may yet be taken back by a
-// drop, so it waits.
-func settled(hops []TimedHop) []TimedHop {
+// AntreaSettled is AntreaSummary of hops as far as it cannot change any
+// more: until the node's path has ended, a rule hop may yet be taken back
+// by a drop, so it waits. A record written while the trace runs shows it.
+func AntreaSettled(hops []TimedHop) []TimedHop {
 	sum := AntreaSummary(hops)
 	if len(hops) > 0 && ends(hops[len(hops)-1].Hop) {
 		return sum
@@ -283,7 +283,7 @@ func AntreaNew(hops []TimedHop) []report.Observation {
 	if len(hops) == 0 {
 		return nil
 	}
-	before, now := settled(hops[:len(hops)-1]), settled(hops)
+	before, now := AntreaSettled(hops[:len(hops)-1]), AntreaSettled(hops)
 	var out []report.Observation
 	for _, h := range now[min(len(before), len(now)):] {
 		out = append(out, h.Observation)

@@ -77,7 +77,7 @@ func (p Plain) hop(m *outcome.Model, u outcome.Observed, o report.Observation, e
 		"inferred", trueOrEmpty(o.Inferred), "info", o.ComponentInfo, "since_injection", fmtDur(m.Since(u.Time))}
 	fields = append(fields, detailFields(o)...)
 	if explain {
-		fields = append(fields, "table", tableRef(h), "flow", h.Flow, "cookie", cookieHex(h.Cookie))
+		fields = append(fields, "table", tableRef(h), "flow", h.Flow, "cookie", h.CookieHex())
 	}
 	return kv("hop", fields...)
 }
@@ -177,13 +177,6 @@ func tableRef(h outcome.Hop) string {
 		return strconv.Itoa(h.TableID)
 	}
 	return fmt.Sprintf("%s(%d)", h.TableName, h.TableID)
-}
-
-func cookieHex(c uint64) string {
-	if c == 0 {
-		return ""
-	}
-	return fmt.Sprintf("%#x", c)
 }
 
 // kv joins an event word and key=value pairs, leaving out empty values.
