@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/report"
@@ -258,6 +259,12 @@ func TestTraceInterNodeDelivered(t *testing.T) {
 	}
 	if kept.Status.Phase != traceflow.PhaseSucceeded || len(kept.Status.Results) != 2 {
 		t.Errorf("kept record: phase %s, %d results", kept.Status.Phase, len(kept.Status.Results))
+	}
+	// The kept record says what -o json says: on Antrea's pipeline (the
+	// lab's imitation names its tables as Antrea does) Antrea's summary as
+	// observations, every table hop in tableHops (issue 14).
+	if d := cmp.Diff(r.record.Status.Results, kept.Status.Results); d != "" {
+		t.Errorf("the kept record's results differ from -o json's (-json +kept):\n%s", d)
 	}
 	// Never a state Antrea's agents act on (Running with a tag): the stored
 	// status has no tag, the annotation carries it (issue 14).

@@ -65,7 +65,8 @@ type NodeResult struct {
 	// Antrea's words (two or three a node, as Antrea's agent reports),
 	// every OpenFlow table the probe passed on the node, each with the
 	// observation the helper made there. Antrea's schema has no such field;
-	// the plugin prints it in -o json and -o yaml.
+	// the plugin prints it in -o json and -o yaml, and writes it to its own
+	// record (kept with --keep).
 	TableHops []TableHop `json:"tableHops,omitempty"`
 }
 

@@ -84,7 +84,7 @@ func TestAntreaInterNodeShapes(t *testing.T) {
 	if out.Decided == nil || out.Decided.Node != "tf-node-2" || out.Reason != "delivered on tf-node-2" {
 		t.Errorf("decided at %+v, reason %q", out.Decided, out.Reason)
 	}
-	summary := view.Summary(m, outcome.ExpectDelivered)
+	summary := view.Summary(m, outcome.ExpectDelivered, false)
 	if !strings.Contains(summary, "via tf-node-1 -> tf-node-2") {
 		t.Errorf("summary prints the path backwards: %s", summary)
 	}

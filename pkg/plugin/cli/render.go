@@ -33,6 +33,9 @@ type sink struct {
 	// warnTo, for the structured formats (whose stdout is the record),
 	// gets the warnings as "Warning: ..." lines, as kubectl writes them.
 	warnTo io.Writer
+	// explain: the output shows every table hop, and the summary line
+	// counts them; otherwise it counts the hops shown (Antrea's summary).
+	explain bool
 }
 
 // spinnerEvery is the live view's redraw period: often enough for a
@@ -40,7 +43,7 @@ type sink struct {
 const spinnerEvery = 100 * time.Millisecond
 
 func newSink(format string, explain, color bool, out io.Writer, now func() time.Time) *sink {
-	s := &sink{now: now, stop: make(chan struct{})}
+	s := &sink{now: now, stop: make(chan struct{}), explain: explain}
 	switch format {
 	case outputLive:
 		profile := termenv.Ascii
@@ -141,7 +144,7 @@ func terminalSize(out io.Writer) (width, height int) {
 func (s *sink) summary(expect outcome.Expect) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return view.Summary(&s.model, expect)
+	return view.Summary(&s.model, expect, s.explain)
 }
 
 // record is the structured output: the trace record as the model saw it.

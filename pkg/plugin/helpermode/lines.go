@@ -91,7 +91,7 @@ func (t *tracer) onLine(ctx context.Context, m lineMsg) *ending {
 		}
 		t.hops = append(t.hops, outcome.TimedHop{Hop: hop, At: at})
 		t.r.Emit(outcome.Observed{At: outcome.At{Time: at}, Hop: hop})
-		t.rec.add(h.node, h.role, hop.Observation, at)
+		t.rec.add(hop, at)
 		if _, ends := outcome.OfAction(hop.Observation.Action); ends {
 			t.end = &hop
 			// A helper's lines arrive in order, so the sender's own end is

@@ -2,6 +2,7 @@ package helpermode
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -9,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/report"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/helperpod"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/outcome"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/view"
 )
@@ -95,5 +97,77 @@ func TestGatewayIsNotDeliveryToAPod(t *testing.T) {
 		if out.Verdict != outcome.ForwardedOutOfNetwork || !strings.Contains(out.Reason, want) {
 			t.Errorf("%s: verdict %s reason %q, want it to say %q", dst, out.Verdict, out.Reason, want)
 		}
+	}
+}
+
+// A kept record (kubectl get traceflow -o yaml) says what the plugin's
+// output says: on Antrea's pipeline each node's observations are Antrea's
+// summary of its hops, as the default view and -o json|yaml show them,
+// and tableHops holds every table hop with its flow.
+func TestKeptRecordSaysWhatTheOutputSays(t *testing.T) {
+	plainFwd := report.Observation{Component: report.ComponentForwarding, Action: report.ActionForwarded}
+	routed := report.Observation{Component: report.ComponentRouting, ComponentInfo: "L3Forwarding", Action: report.ActionForwarded}
+	rule := report.Observation{Component: report.ComponentNetworkPolicy, ComponentInfo: "EgressRule", Action: report.ActionForwarded}
+	toTunnel := fwdTunnel
+	toTunnel.ComponentInfo = "Output"
+	classified := received
+	classified.ComponentInfo = "Classification"
+	injected := make(chan struct{})
+	h := newHarness(func(f *fakeCluster, p *corev1.Pod) {
+		f.run(p)
+		if p.Labels[helperpod.RoleLabel] == string(helperpod.RoleReceiver) {
+			f.write(p, readyLine(report.RoleReceiver))
+			<-injected
+			f.write(p, obsLine(classified, 0, "Classifier", "priority=200,in_port=tun0"),
+				obsLine(routed, 7, "L3Forwarding", "priority=200,ip,nw_dst=10.244.2.5"),
+				obsLine(delivered, 12, "Output", "priority=200,reg1=0x4"),
+				resultLine("n2", report.RoleReceiver, 0, classified, routed, delivered))
+			f.end(p)
+			return
+		}
+		f.waitGo(p)
+		f.write(p, readyLine(report.RoleSender))
+		close(injected)
+		f.write(p, obsLine(spoof, 2, "SpoofGuard", "priority=200,ip,in_port=3,nw_src=10.244.1.5"),
+			obsLine(plainFwd, 4, "ConntrackZone", "priority=200,ip"),
+			obsLine(rule, 18, "EgressRule", "priority=200,conj_id=7,ip"),
+			obsLine(routed, 20, "L3Forwarding", "priority=200,ip,nw_dst=10.244.2.0/24"),
+			obsLine(toTunnel, 30, "Output", "priority=200,reg1=0x2"),
+			resultLine("n1", report.RoleSender, 0, spoof, plainFwd, rule, routed, toTunnel))
+		f.end(p)
+	})
+	c := cfg()
+	c.Keep = true
+	out, err := h.runner.Run(context.Background(), c, plan("n2"))
+	if err != nil || out.Verdict != outcome.Delivered {
+		t.Fatalf("verdict %s (%s), err %v", out.Verdict, out.Reason, err)
+	}
+	kept := h.records.objects["tf-a-b-xyz"].Status.Results
+	m := &outcome.Model{}
+	h.mu.Lock()
+	for _, u := range h.updates {
+		m.Apply(u)
+	}
+	h.mu.Unlock()
+	if d := cmp.Diff(view.Record(m, nil).Status.Results, kept); d != "" {
+		t.Errorf("-o json and the kept record differ (-json +kept):\n%s", d)
+	}
+	var got []string
+	for _, r := range kept {
+		var obs []string
+		for _, o := range r.Observations {
+			obs = append(obs, string(o.Component)+" "+string(o.Action)+" "+o.ComponentInfo)
+		}
+		got = append(got, fmt.Sprintf("%s: %s; %d table hops", r.Node, strings.Join(obs, ", "), len(r.TableHops)))
+	}
+	want := []string{
+		"n1: SpoofGuard Forwarded , NetworkPolicy Forwarded EgressRule, Forwarding Forwarded Output; 5 table hops",
+		"n2: Forwarding Received , Forwarding Delivered Output; 3 table hops",
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("kept results are not Antrea's summary with every table hop (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff(out.Results, kept); d != "" {
+		t.Errorf("the outcome's results and the kept record differ (-outcome +kept):\n%s", d)
 	}
 }

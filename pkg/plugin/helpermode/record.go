@@ -29,14 +29,19 @@ import (
 // from the first status write on (Antrea's controller would give an object
 // without a phase a tag of its own). Only the in-memory record carries the
 // tag in its status.
+//
+// Its results say what the plugin's output says (outcome.NodeResult): on
+// Antrea's pipeline a node's observations are Antrea's summary of its hops
+// and tableHops holds every one, as in -o json|yaml.
 type recorder struct {
 	client  traceflow.Client
 	asCR    bool
 	keep    bool
 	created bool
 
-	mu     sync.Mutex // guards byNode and order
-	byNode map[string]*report.NodeResult
+	mu     sync.Mutex // guards byNode, roles and order
+	byNode map[string][]outcome.TimedHop
+	roles  map[string]report.Role
 	order  []string
 
 	// tf is the last written record; only the writer (and start and
@@ -52,7 +57,7 @@ func newRecorder(c traceflow.Client, tf *traceflow.Traceflow, asCR, keep bool) *
 		tf = &traceflow.Traceflow{}
 	}
 	return &recorder{client: c, tf: clone(tf), asCR: asCR && c != nil, keep: keep,
-		byNode: map[string]*report.NodeResult{}, dirty: make(chan struct{}, 1), stop: make(chan struct{})}
+		byNode: map[string][]outcome.TimedHop{}, roles: map[string]report.Role{}, dirty: make(chan struct{}, 1), stop: make(chan struct{})}
 }
 
 func (r *recorder) start(ctx context.Context, tag uint8, now time.Time) error {
@@ -102,7 +107,7 @@ func (r *recorder) write(ctx context.Context) {
 			return
 		case <-r.dirty:
 			tf := clone(r.tf)
-			tf.Status.Results = r.results()
+			tf.Status.Results = r.results(false)
 			// A failed update is not fatal here: the final write carries
 			// the whole status again, and its error is reported.
 			_ = r.push(ctx, tf)
@@ -148,16 +153,14 @@ func (r *recorder) push(ctx context.Context, tf *traceflow.Traceflow) error {
 	}
 }
 
-// add records an observation of node; the writer picks it up.
-func (r *recorder) add(node string, role report.Role, o report.Observation, at time.Time) {
+// add records a hop; the writer picks it up.
+func (r *recorder) add(h outcome.Hop, at time.Time) {
 	r.mu.Lock()
-	nr := r.byNode[node]
-	if nr == nil {
-		nr = &report.NodeResult{Node: node, Role: role, Timestamp: at.Unix()}
-		r.byNode[node] = nr
-		r.order = append(r.order, node)
+	if _, ok := r.byNode[h.Node]; !ok {
+		r.roles[h.Node] = h.Role
+		r.order = append(r.order, h.Node)
 	}
-	nr.Observations = append(nr.Observations, o)
+	r.byNode[h.Node] = append(r.byNode[h.Node], outcome.TimedHop{Hop: h, At: at})
 	r.mu.Unlock()
 	select {
 	case r.dirty <- struct{}{}:
@@ -166,14 +169,21 @@ func (r *recorder) add(node string, role report.Role, o report.Observation, at t
 }
 
 // results are the per-node results, sender first, in the order nodes
-// first reported.
-func (r *recorder) results() []report.NodeResult {
+// first reported. Until final, a node's observations are only what can no
+// longer change (outcome.AntreaSettled: a rule hop waits for the node's
+// path to end, which may take it back), so that a reader watching the
+// object never sees a hop that a later write withdraws.
+func (r *recorder) results(final bool) []report.NodeResult {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	out := make([]report.NodeResult, 0, len(r.order))
 	for _, n := range r.order {
-		nr := *r.byNode[n]
-		nr.Observations = append([]report.Observation(nil), nr.Observations...)
+		hops := r.byNode[n]
+		shown := outcome.AntreaSettled(hops)
+		if final {
+			shown = outcome.AntreaSummary(hops)
+		}
+		nr := outcome.NodeResult(n, r.roles[n], hops, shown)
 		if nr.Role == report.RoleSender {
 			out = append([]report.NodeResult{nr}, out...)
 		} else {
@@ -188,7 +198,7 @@ func (r *recorder) finish(ctx context.Context, v outcome.Verdict, reason string)
 	close(r.stop)
 	r.writer.Wait()
 	tf := clone(r.tf)
-	tf.Status.Results = r.results()
+	tf.Status.Results = r.results(true)
 	tf.Status.Phase = traceflow.PhaseSucceeded
 	if !v.Completed() {
 		tf.Status.Phase, tf.Status.Reason = traceflow.PhaseFailed, reason

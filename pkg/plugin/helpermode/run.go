@@ -222,7 +222,7 @@ func (r *Runner) Run(ctx context.Context, cfg Config, plan Plan) (out Outcome, e
 	end := t.loop(ctx, pods, events)
 	apiAway = end.apiAway
 	out.Verdict, out.Reason, out.Decided, err = end.verdict, end.reason, end.decided, end.err
-	out.Results = rec.results()
+	out.Results = rec.results(true)
 	if ferr := rec.finish(ctx, out.Verdict, out.Reason); ferr != nil {
 		r.warn("the trace record's final status could not be written (%v); the verdict below stands", recordProblem(ferr, "update", "traceflows/status"))
 	}

@@ -273,10 +273,10 @@ func ends(h Hop) bool {
 		h.Observation.TunnelDstIP != "" || h.TableName == "Output"
 }
 
-// settled is AntreaSummary of hops as far as it cannot change any more:
-// until the node's path has ended, a rule hop may yet be taken back by a
-// drop, so it waits.
-func settled(hops []TimedHop) []TimedHop {
+// AntreaSettled is AntreaSummary of hops as far as it cannot change any
+// more: until the node's path has ended, a rule hop may yet be taken back
+// by a drop, so it waits. A record written while the trace runs shows it.
+func AntreaSettled(hops []TimedHop) []TimedHop {
 	sum := AntreaSummary(hops)
 	if len(hops) > 0 && ends(hops[len(hops)-1].Hop) {
 		return sum
@@ -298,7 +298,7 @@ func AntreaNew(hops []TimedHop) []report.Observation {
 	if len(hops) == 0 {
 		return nil
 	}
-	before, now := settled(hops[:len(hops)-1]), settled(hops)
+	before, now := AntreaSettled(hops[:len(hops)-1]), AntreaSettled(hops)
 	var out []report.Observation
 	for _, h := range now[min(len(before), len(now)):] {
 		out = append(out, h.Observation)
@@ -335,6 +335,21 @@ func (m *Model) NodeSummary(n *NodeState) []TimedHop {
 		return n.Hops
 	}
 	return AntreaSummary(n.Hops)
+}
+
+// SummaryCounts is Counts over each node's NodeSummary, the hops the
+// default output shows: for a helper's trace on Antrea's pipeline, its few
+// observations a node, not every table the probe passed.
+func (m *Model) SummaryCounts() (hops, inferred int) {
+	for _, n := range m.Nodes {
+		for _, h := range m.NodeSummary(n) {
+			hops++
+			if h.Inferred() {
+				inferred++
+			}
+		}
+	}
+	return hops, inferred
 }
 
 // NodeSummarised reports whether NodeSummary leaves out or changes any of

@@ -1,12 +1,17 @@
 package traceflow
 
 import (
+	"encoding/json"
+	"fmt"
 	"reflect"
 	"sort"
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"sigs.k8s.io/yaml"
+
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/report"
 )
 
 func loadCRD(t *testing.T) map[string]any {
@@ -133,4 +138,74 @@ func TestCRDManifestIsACopy(t *testing.T) {
 	if CRDManifest()[0] == '!' {
 		t.Error("CRDManifest returns the embedded bytes, not a copy")
 	}
+}
+
+// A record kept with --keep carries, per node, Antrea's summary of its hops
+// as observations and every table hop (an observation with its table, flow
+// and cookie) as tableHops. Stored through the CRD, nothing of it may be
+// pruned or refused: structural pruning keeps only declared fields, except
+// under x-kubernetes-preserve-unknown-fields, and each value must have its
+// declared type.
+func TestCRDKeepsAKeptRecord(t *testing.T) {
+	full := report.Observation{Component: report.ComponentNetworkPolicy, ComponentInfo: "IngressMetric", Action: report.ActionDropped,
+		Pod: "default/b", DstMAC: "aa:bb:cc:dd:ee:ff", NetworkPolicy: "unknown", NetworkPolicyRule: "conjunction 9", Egress: "e",
+		TTL: 63, TranslatedSrcIP: "10.0.0.1", TranslatedDstIP: "10.0.0.2", TunnelDstIP: "192.168.0.2", EgressIP: "10.0.0.3",
+		EgressNode: "n3", SrcPodIP: "10.244.1.5", Inferred: true}
+	tf := Traceflow{Status: Status{Phase: PhaseSucceeded, Results: []report.NodeResult{{
+		Node: "n1", Role: report.RoleSender, Timestamp: 1796117873,
+		Observations: []report.Observation{full},
+		TableHops: []report.TableHop{{Table: 26, TableName: "IngressMetric", Flow: "priority=200,reg3=0x9 actions=drop",
+			Cookie: "0x7f00000000000007", Observation: full}},
+	}}}}
+	b, err := json.Marshal(tf.Status)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var status map[string]any
+	if err := json.Unmarshal(b, &status); err != nil {
+		t.Fatal(err)
+	}
+	root := dig(t, loadCRD(t), "spec", "versions").([]any)[0]
+	schema := dig(t, root, "schema", "openAPIV3Schema", "properties", "status").(map[string]any)
+	var problems []string
+	stored := prune(status, schema, "status", &problems)
+	if len(problems) > 0 {
+		t.Errorf("the API server would refuse the record:\n  %s", strings.Join(problems, "\n  "))
+	}
+	if d := cmp.Diff(status, stored); d != "" {
+		t.Errorf("the API server would prune the record (-written +stored):\n%s", d)
+	}
+}
+
+// prune is what an API server stores of v under a structural schema: fields
+// the schema does not declare are dropped unless it preserves unknown
+// fields; a value of another type than declared is a problem.
+func prune(v any, schema map[string]any, path string, problems *[]string) any {
+	kind := map[string]string{"object": "map[string]interface {}", "array": "[]interface {}", "string": "string",
+		"integer": "float64", "number": "float64", "boolean": "bool"}
+	if want, ok := schema["type"].(string); ok && kind[want] != fmt.Sprintf("%T", v) {
+		*problems = append(*problems, fmt.Sprintf("%s: %T, schema says %s", path, v, want))
+	}
+	switch x := v.(type) {
+	case map[string]any:
+		props, _ := schema["properties"].(map[string]any)
+		keep, _ := schema["x-kubernetes-preserve-unknown-fields"].(bool)
+		out := map[string]any{}
+		for k, val := range x {
+			if sub, ok := props[k].(map[string]any); ok {
+				out[k] = prune(val, sub, path+"."+k, problems)
+			} else if keep {
+				out[k] = val
+			}
+		}
+		return out
+	case []any:
+		items, _ := schema["items"].(map[string]any)
+		out := make([]any, len(x))
+		for i, val := range x {
+			out[i] = prune(val, items, fmt.Sprintf("%s[%d]", path, i), problems)
+		}
+		return out
+	}
+	return v
 }

@@ -135,7 +135,7 @@ func TestInferredHopsAreMarked(t *testing.T) {
 	if !strings.Contains(f, "IngressDefaultRule (inferred)") || !strings.Contains(f, "DROPPED (predicted by OVS's trace, not observed)") {
 		t.Errorf("live frame does not mark the inferred hop and the predicted verdict:\n%s", f)
 	}
-	if s := Summary(m, outcome.ExpectDropped); !strings.Contains(s, "2 hops, 1 inferred from OVS's trace") || !strings.Contains(s, "(predicted by OVS's trace, not observed)") {
+	if s := Summary(m, outcome.ExpectDropped, false); !strings.Contains(s, "2 hops, 1 inferred from OVS's trace") || !strings.Contains(s, "(predicted by OVS's trace, not observed)") {
 		t.Errorf("summary %q does not count the inferred hop or call the verdict predicted", s)
 	}
 	rec := Record(m, nil)

@@ -77,15 +77,18 @@ func (p Plain) hop(m *outcome.Model, u outcome.Observed, o report.Observation, e
 		"inferred", trueOrEmpty(o.Inferred), "info", o.ComponentInfo, "since_injection", fmtDur(m.Since(u.Time))}
 	fields = append(fields, detailFields(o)...)
 	if explain {
-		fields = append(fields, "table", tableRef(h), "flow", h.Flow, "cookie", cookieHex(h.Cookie))
+		fields = append(fields, "table", tableRef(h), "flow", h.Flow, "cookie", h.CookieHex())
 	}
 	return kv("hop", fields...)
 }
 
 // Summary is the one line a CI log reader looks for: pass or fail, the
-// verdict (and whether it was only predicted), the path, how many hops
-// were inferred rather than seen, and the exit code.
-func Summary(m *outcome.Model, want outcome.Expect) string {
+// verdict (and whether it was only predicted), the path, how many hops it
+// has and how many of them were inferred rather than seen, and the exit
+// code. every says whether the output above it showed every table hop
+// (-o wide, --explain) or, on Antrea's pipeline, Antrea's summary of them:
+// the line counts the hops the reader was shown.
+func Summary(m *outcome.Model, want outcome.Expect, every bool) string {
 	code, _ := m.ExitCode(want)
 	status := "PASS"
 	if code != 0 {
@@ -108,7 +111,7 @@ func Summary(m *outcome.Model, want outcome.Expect) string {
 	}
 	return fmt.Sprintf("%s: %s -> %s (%s) %s%s; %s; expected %s (exit %d)",
 		status, quoteIfNeeded(m.Trace.Source), quoteIfNeeded(m.Trace.Destination), m.Trace.Packet, verdictText(m),
-		via, hopCount(m), want, code)
+		via, hopCount(m, every), want, code)
 }
 
 // verdictText is the verdict, saying so when only OVS's trace predicted it.
@@ -123,18 +126,33 @@ func verdictText(m *outcome.Model) string {
 // predictedNote marks a verdict that rests on an inferred hop.
 const predictedNote = "(predicted by OVS's trace, not observed)"
 
-// hopCount says how many hops the path has and how many of them were only
-// inferred: "3 hops, 1 inferred from OVS's trace".
-func hopCount(m *outcome.Model) string {
+// hopCount says how many hops the output showed and how many of them were
+// only inferred: "3 hops, 1 inferred from OVS's trace". Where those are
+// Antrea's summary of more table hops it says how many, so that the count
+// next to the summary is the summary's and the table count is not lost:
+// "4 hops (summarised from 49 table hops)".
+func hopCount(m *outcome.Model, every bool) string {
 	hops, inferred := m.Counts()
-	s := fmt.Sprintf("%d hops", hops)
-	if hops == 1 {
-		s = "1 hop"
+	tables := hops
+	if !every {
+		hops, inferred = m.SummaryCounts()
+	}
+	s := plural(hops, "hop")
+	if tables != hops {
+		s += fmt.Sprintf(" (summarised from %s)", plural(tables, "table hop"))
 	}
 	if inferred > 0 {
 		s += fmt.Sprintf(", %d inferred from OVS's trace", inferred)
 	}
 	return s
+}
+
+// plural is n and the noun, with an s unless n is 1.
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // trueOrEmpty is "true" for a set flag and "" (left out by kv) otherwise.
@@ -159,13 +177,6 @@ func tableRef(h outcome.Hop) string {
 		return strconv.Itoa(h.TableID)
 	}
 	return fmt.Sprintf("%s(%d)", h.TableName, h.TableID)
-}
-
-func cookieHex(c uint64) string {
-	if c == 0 {
-		return ""
-	}
-	return fmt.Sprintf("%#x", c)
 }
 
 // kv joins an event word and key=value pairs, leaving out empty values.

@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -52,11 +55,69 @@ func TestPlainGolden(t *testing.T) {
 						t.Fatal(err)
 					}
 				})
-				buf.WriteString(Summary(m, outcome.ExpectDelivered) + "\n")
+				buf.WriteString(Summary(m, outcome.ExpectDelivered, explain) + "\n")
 				if escapeSeq.Match(buf.Bytes()) {
 					t.Fatal("plain output contains an escape sequence")
 				}
 				golden(t, "plain-"+name+suffix+".txt", buf.Bytes())
+			})
+		}
+	}
+}
+
+// The summary line counts the hops the output above it showed: Antrea's
+// summary of a node's table hops by default, every table hop with -o wide;
+// where the two differ, the default line also gives the table count. An
+// inferred table hop that the summary leaves out is not counted inferred.
+func TestSummaryCountsTheHopsShown(t *testing.T) {
+	// A routing hop Antrea does not report, only predicted: summarised away.
+	routed := append([]outcome.Update(nil), scenarios["intra-node-delivered"]...)
+	for i, u := range routed {
+		if o, ok := u.(outcome.Observed); ok && o.Hop.TableName == "L3Forwarding" {
+			o.Hop.Observation = guessed(o.Hop.Observation)
+			routed[i] = o
+		}
+	}
+	cases := map[string][]outcome.Update{"inferred routing hop": routed}
+	for name, updates := range scenarios {
+		cases[name] = updates
+	}
+	count := regexp.MustCompile(`; (\d+) hops?( \(summarised from (\d+) table hops?\))?(, (\d+) inferred from OVS's trace)?; `)
+	for name, updates := range cases {
+		for _, explain := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s explain=%v", name, explain), func(t *testing.T) {
+				var buf bytes.Buffer
+				p := Plain{W: &buf, Explain: explain}
+				m := build(updates, func(m *outcome.Model, u outcome.Update) {
+					if err := p.Write(m, u); err != nil {
+						t.Fatal(err)
+					}
+				})
+				shown, inferred := 0, 0
+				for _, l := range strings.Split(buf.String(), "\n") {
+					if strings.Contains(l, " hop node=") {
+						shown++
+						if strings.Contains(l, " inferred=true ") {
+							inferred++
+						}
+					}
+				}
+				line := Summary(m, outcome.ExpectDelivered, explain)
+				got := count.FindStringSubmatch(line)
+				if got == nil {
+					t.Fatalf("no hop count in %q", line)
+				}
+				tables, _ := m.Counts()
+				want := []string{strconv.Itoa(shown), "", strconv.Itoa(inferred)}
+				if shown != tables {
+					want[1] = strconv.Itoa(tables)
+				}
+				if inferred == 0 {
+					want[2] = ""
+				}
+				if d := cmp.Diff(want, []string{got[1], got[3], got[5]}); d != "" {
+					t.Errorf("%q counts [shown tables inferred] wrong (-want +got):\n%s\noutput:\n%s", line, d, buf.String())
+				}
 			})
 		}
 	}

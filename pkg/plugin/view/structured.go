@@ -3,7 +3,6 @@ package view
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/report"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/outcome"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/traceflow"
 )
@@ -16,7 +15,8 @@ const VerdictAnnotation = "traceflow.kubectl-traceflow.io/verdict"
 // per-node results in path order, each observation with inferred: true
 // where it was only predicted; the verdict and, for a failure, its reason.
 // On Antrea's pipeline a node's observations are Antrea's summary of its
-// hops (outcome.AntreaSummary) and tableHops holds every hop.
+// hops (outcome.AntreaSummary) and tableHops holds every hop; a record kept
+// with --keep says the same (outcome.NodeResult).
 // Like every renderer it only reads the model.
 func Record(m *outcome.Model, base *traceflow.Traceflow) *traceflow.Traceflow {
 	out := &traceflow.Traceflow{}
@@ -40,17 +40,7 @@ func Record(m *outcome.Model, base *traceflow.Traceflow) *traceflow.Traceflow {
 		if len(n.Hops) == 0 {
 			continue
 		}
-		r := report.NodeResult{Node: n.Name, Role: n.Role, Timestamp: n.Hops[0].At.Unix()}
-		for _, h := range m.NodeSummary(n) {
-			r.Observations = append(r.Observations, h.Observation)
-		}
-		if m.NodeSummarised(n) {
-			for _, h := range n.Hops {
-				r.TableHops = append(r.TableHops, report.TableHop{Table: h.TableID, TableName: h.TableName,
-					Flow: h.Flow, Cookie: cookieHex(h.Cookie), Observation: h.Observation})
-			}
-		}
-		st.Results = append(st.Results, r)
+		st.Results = append(st.Results, m.NodeResult(n))
 	}
 	if f := m.Finished; f != nil {
 		ann[VerdictAnnotation] = string(f.Verdict)
