@@ -20,6 +20,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -50,6 +51,22 @@ type options struct {
 // agentCookie marks every flow the agent installs ("la", lab agent), so a
 // resync replaces exactly those.
 const agentCookie = "0x6c61000000000000"
+
+// flowCount is dump-aggregate's count of flows.
+var flowCount = regexp.MustCompile(`flow_count=(\d+)`)
+
+// agentFlowCount counts the agent's flows in the bridge.
+func agentFlowCount(bridge string) (int, error) {
+	out, err := ovs("ovs-ofctl", "-O", "OpenFlow15", "dump-aggregate", bridge, "cookie="+agentCookie+"/-1")
+	if err != nil {
+		return 0, err
+	}
+	m := flowCount.FindStringSubmatch(out)
+	if m == nil {
+		return 0, fmt.Errorf("ovs-ofctl dump-aggregate: no flow_count in %q", out)
+	}
+	return strconv.Atoi(m[1])
+}
 
 func main() {
 	if err := run(); err != nil {
@@ -178,6 +195,8 @@ type agentState struct {
 	rejecter   *rejecter
 	// tookOver: the first sync, which clears the bridge, is done.
 	tookOver bool
+	// applied are the flows the last sync left in the bridge, as written.
+	applied map[string]bool
 }
 
 func (a *agentState) trigger() {
@@ -370,29 +389,62 @@ func (a *agentState) sync(ctx context.Context) error {
 			return err
 		}
 	}
-	// Replace only the agent's own flows, found by its cookie, in one
+	// Change only the agent's own flows, found by its cookie, in one
 	// bundle, as Antrea does: flows that others installed (a trace's
-	// observation flows) stay. replace-flows would delete them on every
-	// pod event, traces' own helper pods included.
-	lines := []string{"delete cookie=" + agentCookie + "/-1"}
-	if !a.tookOver {
+	// observation flows) stay. And only the flows that changed since the
+	// last sync: re-adding every flow on every pod event reset their
+	// counters, and a test reads a flow's n_packets as proof that real
+	// traffic took it. Where the bridge does not hold as many of the
+	// agent's flows as the last sync left (ovs-vswitchd restarted, say),
+	// every flow is written again.
+	flows := agent.Flows(a.o.cfg, st)
+	want := make(map[string]bool, len(flows))
+	for _, fl := range flows {
+		want[fl] = true
+	}
+	var lines []string
+	full := !a.tookOver
+	if !full {
+		n, err := agentFlowCount(a.o.bridge)
+		if err != nil {
+			return err
+		}
+		full = n != len(a.applied)
+	}
+	switch {
+	case !a.tookOver:
 		// The first sync takes the bridge over: whatever an earlier agent
 		// binary left (other cookies, other flows) goes.
-		lines[0] = "delete"
+		lines = append(lines, "delete")
+	case full:
+		lines = append(lines, "delete cookie="+agentCookie+"/-1")
+	default:
+		for fl := range a.applied {
+			if !want[fl] {
+				match, _, _ := strings.Cut(fl, " actions=")
+				lines = append(lines, "delete_strict cookie="+agentCookie+"/-1,"+match)
+			}
+		}
 	}
-	for _, fl := range agent.Flows(a.o.cfg, st) {
-		lines = append(lines, "add cookie="+agentCookie+","+fl)
+	for _, fl := range flows {
+		if full || !a.applied[fl] {
+			lines = append(lines, "add cookie="+agentCookie+","+fl)
+		}
 	}
-	file := filepath.Join(a.o.stateDir, "flows.txt")
-	if err := os.WriteFile(file+".tmp", []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
-		return err
+	if len(lines) > 0 {
+		file := filepath.Join(a.o.stateDir, "flows.txt")
+		if err := os.WriteFile(file+".tmp", []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
+			return err
+		}
+		if err := os.Rename(file+".tmp", file); err != nil {
+			return err
+		}
+		if _, err := ovs("ovs-ofctl", "-O", "OpenFlow15", "--bundle", "add-flows", a.o.bridge, file); err != nil {
+			a.applied = nil // unknown: the next sync writes every flow
+			return err
+		}
 	}
-	if err := os.Rename(file+".tmp", file); err != nil {
-		return err
-	}
-	if _, err := ovs("ovs-ofctl", "-O", "OpenFlow15", "--bundle", "add-flows", a.o.bridge, file); err != nil {
-		return err
-	}
+	a.applied = want
 	for id := range a.lastGroups {
 		if !groups[id] {
 			if _, err := ovs("ovs-ofctl", "-O", "OpenFlow15", "del-groups", a.o.bridge, "group_id="+strconv.Itoa(id)); err != nil {
