@@ -200,6 +200,7 @@ func (c *Client) RuleOf(ctx context.Context, conj uint32, table string) (Rule, e
 			todo = append(todo, i)
 		}
 	}
+	var failed error
 	for len(todo) > 0 {
 		batch := todo[:min(len(todo), parallelFetches)]
 		todo = todo[len(batch):]
@@ -216,7 +217,12 @@ func (c *Client) RuleOf(ctx context.Context, conj uint32, table string) (Rule, e
 		wg.Wait()
 		for k, i := range batch {
 			if errs[k] != nil {
-				return Rule{}, errs[k]
+				// Another policy may still hold the id; the first failure
+				// is the answer only if none does.
+				if failed == nil {
+					failed = errs[k]
+				}
+				continue
 			}
 			c.fetched[i] = true
 			for id, r := range got[k] {
@@ -226,6 +232,12 @@ func (c *Client) RuleOf(ctx context.Context, conj uint32, table string) (Rule, e
 		if r, ok := c.rules[conj]; ok {
 			return r, nil
 		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	if failed != nil {
+		return Rule{}, failed
 	}
 	return Rule{}, ErrNotFound
 }

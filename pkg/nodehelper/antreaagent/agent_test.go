@@ -134,3 +134,25 @@ func TestParseActionFlow(t *testing.T) {
 		t.Error("a clause flow taken for a rule's flow")
 	}
 }
+
+// A policy whose flows the agent will not give does not hide the rule of
+// another; where no policy has the id, the failure is the answer.
+func TestRuleOfPastAFailingPolicy(t *testing.T) {
+	srv, _ := fakeAgent(t, "secret", nil)
+	inner := srv.Config.Handler
+	srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("networkpolicy") == "multi" {
+			http.Error(w, "query is ambiguous", http.StatusBadRequest)
+			return
+		}
+		inner.ServeHTTP(w, r)
+	})
+	c := client(t, srv, "secret")
+	r, err := c.RuleOf(context.Background(), 5, "IngressMetric")
+	if err != nil || r.Policy != "AntreaNetworkPolicy:nm/rej" || r.Name != "reject-7070" {
+		t.Errorf("%+v %v; want the ANNP's rule", r, err)
+	}
+	if _, err := c.RuleOf(context.Background(), 4, "IngressMetric"); err == nil || !strings.Contains(err.Error(), "400") {
+		t.Errorf("conjunction of the failing policy: %v; want its failure", err)
+	}
+}
