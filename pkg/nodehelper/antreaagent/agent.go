@@ -117,6 +117,9 @@ func (c *Client) http() *http.Client {
 		// leaves the node (loopback); Antrea's antctl does the same.
 		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // loopback, see above
 		Proxy:           nil,
+		// A client per request, and a `check` server makes one per trace:
+		// no idle connection may outlive its request.
+		DisableKeepAlives: true,
 	}}
 }
 
