@@ -240,9 +240,9 @@ func (p *Pool) Close(ctx context.Context) error {
 }
 
 // server returns node's server, creating its pod on first use.
-// server is node's server, made if need be. antreaAgentPort is the
-// port of the Antrea agent's API on node (0: none), which the pod mounts
-// the agent's token for; the first trace on a node decides it.
+// antreaAgentPort is the port of the Antrea agent's API on node (0: none),
+// for which the pod mounts the agent's token directory; the first trace on
+// a node decides it.
 func (p *Pool) server(node string, antreaAgentPort int) (*server, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
