@@ -67,6 +67,7 @@ type Client struct {
 	HTTP *http.Client
 
 	mu       sync.Mutex
+	token    string // read once, by RuleOf's first request
 	policies []policy
 	listed   bool
 	fetched  map[int]bool
@@ -107,38 +108,44 @@ func (p policy) ref() string {
 	return r.Type + ":" + r.Namespace + "/" + r.Name
 }
 
-func (c *Client) http() *http.Client {
-	if c.HTTP != nil {
-		return c.HTTP
+// prepare reads the token and makes the HTTP client, once; RuleOf calls
+// it holding c.mu, before its requests run side by side.
+func (c *Client) prepare() error {
+	if c.token == "" {
+		file := c.TokenFile
+		if file == "" {
+			file = TokenFile
+		}
+		b, err := os.ReadFile(file) //nolint:gosec // the operator's --antrea-token
+		if err != nil {
+			return fmt.Errorf("reading Antrea's agent token: %w", err)
+		}
+		c.token = strings.TrimSpace(string(b))
 	}
-	return &http.Client{Transport: &http.Transport{
-		// The agent's serving certificate is self-signed by default and its
-		// CA is nowhere on the node at a fixed path. The connection never
-		// leaves the node (loopback); Antrea's antctl does the same.
-		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // loopback, see above
-		Proxy:           nil,
-		// A client per request, and a `check` server makes one per trace:
-		// no idle connection may outlive its request.
-		DisableKeepAlives: true,
-	}}
+	if c.HTTP == nil {
+		c.HTTP = &http.Client{Transport: &http.Transport{
+			// The agent's serving certificate is self-signed by default and
+			// its CA is nowhere on the node at a fixed path. The connection
+			// never leaves the node (loopback); Antrea's antctl does the same.
+			TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // loopback, see above
+			Proxy:           nil,
+			// A `check` server makes a client per trace: no idle
+			// connection may outlive its request.
+			DisableKeepAlives: true,
+		}}
+	}
+	return nil
 }
 
-// get fetches path from the agent and decodes its JSON into v.
+// get fetches path from the agent and decodes its JSON into v (prepare
+// has run).
 func (c *Client) get(ctx context.Context, path string, v any) error {
-	file := c.TokenFile
-	if file == "" {
-		file = TokenFile
-	}
-	token, err := os.ReadFile(file) //nolint:gosec // the operator's --antrea-token
-	if err != nil {
-		return fmt.Errorf("reading Antrea's agent token: %w", err)
-	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+c.Addr+path, nil)
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
-	resp, err := c.http().Do(req)
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	resp, err := c.HTTP.Do(req)
 	if err != nil {
 		return fmt.Errorf("asking Antrea's agent: %w", err)
 	}
@@ -179,6 +186,9 @@ func (c *Client) RuleOf(ctx context.Context, conj uint32, table string) (Rule, e
 	defer c.mu.Unlock()
 	if r, ok := c.rules[conj]; ok {
 		return r, nil
+	}
+	if err := c.prepare(); err != nil {
+		return Rule{}, err
 	}
 	if !c.listed {
 		var list struct {

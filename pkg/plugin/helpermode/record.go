@@ -39,9 +39,8 @@ type recorder struct {
 	keep    bool
 	created bool
 
-	mu     sync.Mutex // guards byNode, roles and order
+	mu     sync.Mutex // guards byNode and order
 	byNode map[string][]outcome.TimedHop
-	roles  map[string]report.Role
 	order  []string
 
 	// tf is the last written record; only the writer (and start and
@@ -57,7 +56,7 @@ func newRecorder(c traceflow.Client, tf *traceflow.Traceflow, asCR, keep bool) *
 		tf = &traceflow.Traceflow{}
 	}
 	return &recorder{client: c, tf: clone(tf), asCR: asCR && c != nil, keep: keep,
-		byNode: map[string][]outcome.TimedHop{}, roles: map[string]report.Role{}, dirty: make(chan struct{}, 1), stop: make(chan struct{})}
+		byNode: map[string][]outcome.TimedHop{}, dirty: make(chan struct{}, 1), stop: make(chan struct{})}
 }
 
 func (r *recorder) start(ctx context.Context, tag uint8, now time.Time) error {
@@ -157,7 +156,6 @@ func (r *recorder) push(ctx context.Context, tf *traceflow.Traceflow) error {
 func (r *recorder) add(h outcome.Hop, at time.Time) {
 	r.mu.Lock()
 	if _, ok := r.byNode[h.Node]; !ok {
-		r.roles[h.Node] = h.Role
 		r.order = append(r.order, h.Node)
 	}
 	r.byNode[h.Node] = append(r.byNode[h.Node], outcome.TimedHop{Hop: h, At: at})
@@ -183,7 +181,8 @@ func (r *recorder) results(final bool) []report.NodeResult {
 		if final {
 			shown = outcome.AntreaSummary(hops)
 		}
-		nr := outcome.NodeResult(n, r.roles[n], hops, shown)
+		// A node's role is that of its first hop (its helper's).
+		nr := outcome.NodeResult(n, hops[0].Role, hops, shown)
 		if nr.Role == report.RoleSender {
 			out = append([]report.NodeResult{nr}, out...)
 		} else {

@@ -306,20 +306,6 @@ func AntreaNew(hops []TimedHop) []report.Observation {
 	return out
 }
 
-// Summarised reports whether AntreaSummary changes anything of hops.
-func Summarised(hops []TimedHop) bool {
-	sum := AntreaSummary(hops)
-	if len(sum) != len(hops) {
-		return true
-	}
-	for i := range sum {
-		if sum[i].Observation != hops[i].Observation {
-			return true
-		}
-	}
-	return false
-}
-
 // EngineAgent is TraceStarted.Engine for a trace by Antrea's own agents.
 const EngineAgent = "agent"
 
@@ -351,10 +337,6 @@ func (m *Model) SummaryCounts() (hops, inferred int) {
 	}
 	return hops, inferred
 }
-
-// NodeSummarised reports whether NodeSummary leaves out or changes any of
-// n's hops, so that a record should carry them as well.
-func (m *Model) NodeSummarised(n *NodeState) bool { return m.summarises() && Summarised(n.Hops) }
 
 // NewInSummary is what the last hop node reported adds to NodeSummary
 // (AntreaNew), for a renderer that prints hops as they come; for an

@@ -128,8 +128,10 @@ func TestAntreaSummary(t *testing.T) {
 					t.Errorf("summarised hop %+v is none of the hops", g.Hop)
 				}
 			}
-			if Summarised(tc.hops) != (len(tc.want) != len(tc.hops) || d(tc.want, obs(tc.hops))) {
-				t.Errorf("Summarised = %v", Summarised(tc.hops))
+			// A record carries every table hop exactly where the summary
+			// changed anything.
+			if carries := NodeResult("n1", report.RoleSender, tc.hops, AntreaSummary(tc.hops)).TableHops != nil; carries != (len(tc.want) != len(tc.hops) || d(tc.want, obs(tc.hops))) {
+				t.Errorf("record carries table hops: %v", carries)
 			}
 			// A renderer printing hops as they come shows the same.
 			var streamed []report.Observation
@@ -166,7 +168,7 @@ func TestAgentHopsAreNotSummarised(t *testing.T) {
 			got = append(got, h.Observation)
 		}
 		if engine == EngineAgent {
-			if d := cmp.Diff(agentHops, got); d != "" || m.NodeSummarised(m.Nodes[0]) {
+			if d := cmp.Diff(agentHops, got); d != "" || m.NodeResult(m.Nodes[0]).TableHops != nil {
 				t.Errorf("agent's hops changed (-want +got):\n%s", d)
 			}
 			if d := cmp.Diff(agentHops[2:], m.NewInSummary("n2")); d != "" {
