@@ -38,6 +38,13 @@ type Runner struct {
 	// Slack is how long past the trace's own timeout to wait for Antrea's
 	// controller to write the final phase (default 10 s).
 	Slack time.Duration
+	// Explainer names the policy behind a drop that Antrea leaves unnamed
+	// (a Kubernetes NetworkPolicy's default deny); nil leaves it unnamed.
+	Explainer outcome.DropExplainer
+	// Blind says why Antrea's agents will not see this trace's end (a
+	// Service without endpoints; engine.Facts.AgentBlind): a trace that
+	// times out with no end seen says it, and what to do.
+	Blind string
 }
 
 // Outcome is how the trace ended.
@@ -132,7 +139,7 @@ type nodeSeen struct {
 // that version is in the list, whatever after it comes as an event, so no
 // update is lost.
 func (f *follower) follow(ctx context.Context, obj *traceflow.Traceflow) ending {
-	if end, done := f.apply(obj); done {
+	if end, done := f.apply(ctx, obj); done {
 		return end
 	}
 	rv := obj.ResourceVersion
@@ -171,7 +178,7 @@ func (f *follower) follow(ctx context.Context, obj *traceflow.Traceflow) ending 
 			return ending{outcome.Failed, "relist failed", exitcode.Errorf(exitcode.Setup, "the watch on Traceflow %s ended (%v) and listing it again failed: %w", f.name, err, lerr)}
 		}
 		if tf != nil {
-			if end, done := f.apply(tf); done {
+			if end, done := f.apply(ctx, tf); done {
 				return end
 			}
 		}
@@ -207,7 +214,7 @@ func (f *follower) consume(ctx context.Context, w watch.Interface) (end ending, 
 			if e.Type == watch.Deleted {
 				return ending{outcome.Failed, "deleted", exitcode.Errorf(exitcode.Setup, "Traceflow %s was deleted before it finished", tf.Name)}, true, nil
 			}
-			if end, done := f.apply(tf); done {
+			if end, done := f.apply(ctx, tf); done {
 				return end, true, nil
 			}
 		}
@@ -240,13 +247,14 @@ func (f *follower) expired(ctx context.Context) ending {
 }
 
 // apply shows what tf adds and says whether the trace ended.
-func (f *follower) apply(tf *traceflow.Traceflow) (ending, bool) {
+func (f *follower) apply(ctx context.Context, tf *traceflow.Traceflow) (ending, bool) {
 	if tf.Status.DataplaneTag > 0 && f.tag == 0 {
 		// Antrea removes the tag when the trace succeeds: keep the first.
 		f.tag = tf.Status.DataplaneTag
 		f.r.Emit(outcome.Tagged{At: outcome.At{Time: f.r.Now()}, Tag: uint8(tf.Status.DataplaneTag)})
 	}
-	f.emitNew(tf)
+	final := tf.Status.Phase == traceflow.PhaseSucceeded || tf.Status.Phase == traceflow.PhaseFailed
+	f.emitNew(ctx, tf, final)
 	switch tf.Status.Phase {
 	case traceflow.PhaseRunning:
 		f.running = true
@@ -304,6 +312,9 @@ func (f *follower) missing(reason string) string {
 // reported says, for a trace Antrea timed out with no end in sight, which
 // agents reported.
 func (f *follower) reported(reason string) string {
+	if f.r.Blind != "" {
+		return reason + "; " + f.r.Blind + ": trace with --engine helper (or auto) to see where the packet ends"
+	}
 	if len(f.order) == 0 {
 		return reason + "; no agent reported"
 	}
@@ -345,49 +356,76 @@ func (f *follower) roleOf(res report.NodeResult) report.Role {
 	return report.RoleReceiver
 }
 
-// emitNew turns observations not yet shown into view updates, the
-// sender's before the receivers' within one status.
-func (f *follower) emitNew(tf *traceflow.Traceflow) {
+// emitNew turns observations not yet shown into view updates, in path
+// order: the sender's before the receivers'. Antrea's agents write their
+// results in whatever order their packet-ins came (the receiver's first
+// in about half the inter-node traces), so a receiver's result is held
+// back until the sender's is in, or the trace is final: shown earlier, its
+// hops would come before the injection they follow, timed from the
+// trace's start. A drop that Antrea leaves unnamed is explained on its
+// way (the Explainer), with the hops before it in path order, a Service's
+// translation included.
+func (f *follower) emitNew(ctx context.Context, tf *traceflow.Traceflow, final bool) {
 	now := f.r.Now()
-	results := make([]report.NodeResult, 0, len(tf.Status.Results))
-	for _, sender := range []bool{true, false} {
-		for _, res := range tf.Status.Results {
-			if len(res.Observations) == 0 {
-				continue
-			}
-			role := f.roleOf(res)
-			if s := f.nodes[res.Node]; s != nil {
-				role = s.role // decided once, at the node's first observation
-			}
-			if (role == report.RoleSender) == sender {
-				res.Role = role
-				results = append(results, res)
-			}
-		}
-	}
-	for _, res := range results {
-		s := f.nodes[res.Node]
-		if s == nil {
-			s = &nodeSeen{role: res.Role}
-			f.nodes[res.Node] = s
-			f.order = append(f.order, res.Node)
-			f.r.Emit(outcome.HelperReady{At: outcome.At{Time: now}, Node: res.Node, Role: s.role, Version: "antrea-agent"})
-			if s.role == report.RoleSender {
-				f.r.Emit(outcome.Injected{At: outcome.At{Time: now}, Node: res.Node})
-			}
-		}
-		if len(res.Observations) <= len(s.hops) {
-			// Nothing new. A list shorter than what was shown (a status
-			// rewritten by another writer, an older object from a relist)
-			// neither panics nor shows its hops a second time.
+	var senders, receivers []report.NodeResult
+	for _, res := range tf.Status.Results {
+		if len(res.Observations) == 0 {
 			continue
 		}
-		for _, o := range res.Observations[len(s.hops):] {
-			o.Action = o.Action.Normalize()
-			h := outcome.Hop{Node: res.Node, Role: s.role, Observation: o, TableName: o.ComponentInfo}
-			s.hops = append(s.hops, outcome.TimedHop{Hop: h, At: now})
-			f.r.Emit(outcome.Observed{At: outcome.At{Time: now}, Hop: h})
+		res.Role = f.roleOf(res)
+		if s := f.nodes[res.Node]; s != nil {
+			res.Role = s.role // decided once, at the node's first observation
 		}
+		if res.Role == report.RoleSender {
+			senders = append(senders, res)
+		} else {
+			receivers = append(receivers, res)
+		}
+	}
+	if len(senders) == 0 && !f.senderSeen() && !final {
+		receivers = nil
+	}
+	for _, res := range append(senders, receivers...) {
+		f.emitResult(ctx, res, now)
+	}
+}
+
+// senderSeen reports whether the sender's result has been shown.
+func (f *follower) senderSeen() bool {
+	for _, s := range f.nodes {
+		if s.role == report.RoleSender {
+			return true
+		}
+	}
+	return false
+}
+
+// emitResult shows the observations of res not yet shown.
+func (f *follower) emitResult(ctx context.Context, res report.NodeResult, now time.Time) {
+	s := f.nodes[res.Node]
+	if s == nil {
+		s = &nodeSeen{role: res.Role}
+		f.nodes[res.Node] = s
+		f.order = append(f.order, res.Node)
+		f.r.Emit(outcome.HelperReady{At: outcome.At{Time: now}, Node: res.Node, Role: s.role, Version: "antrea-agent"})
+		if s.role == report.RoleSender {
+			f.r.Emit(outcome.Injected{At: outcome.At{Time: now}, Node: res.Node})
+		}
+	}
+	if len(res.Observations) <= len(s.hops) {
+		// Nothing new. A list shorter than what was shown (a status
+		// rewritten by another writer, an older object from a relist)
+		// neither panics nor shows its hops a second time.
+		return
+	}
+	for _, o := range res.Observations[len(s.hops):] {
+		o.Action = o.Action.Normalize()
+		if o.Action == report.ActionDropped && o.NetworkPolicy == "" && f.r.Explainer != nil {
+			o = f.r.Explainer.ExplainDrop(ctx, f.path(), o)
+		}
+		h := outcome.Hop{Node: res.Node, Role: s.role, Observation: o, TableName: o.ComponentInfo}
+		s.hops = append(s.hops, outcome.TimedHop{Hop: h, At: now})
+		f.r.Emit(outcome.Observed{At: outcome.At{Time: now}, Hop: h})
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/agentmode"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/engine"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/exitcode"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/explain"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/helpermode"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/outcome"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/resolve"
@@ -39,7 +40,7 @@ type traceResult struct {
 
 // trace chooses the engine and runs the trace, feeding updates to emit.
 func (o *TraceOptions) trace(ctx context.Context, c *Clients, res *resolve.Result, tf *traceflow.Traceflow, emit func(outcome.Update)) (traceResult, error) {
-	receivers, dstKind, err := o.receiverNodes(ctx, c, res)
+	receivers, dstKind, blind, err := o.receiverNodes(ctx, c, res)
 	if err != nil {
 		return traceResult{}, err
 	}
@@ -50,6 +51,7 @@ func (o *TraceOptions) trace(ctx context.Context, c *Clients, res *resolve.Resul
 	if err != nil {
 		return traceResult{}, err
 	}
+	facts.AgentBlind = blind
 	d, err := engine.Decide(engine.Mode(o.engine), facts, append([]string{res.Source.Node}, receivers...))
 	if err != nil {
 		return traceResult{}, err
@@ -70,7 +72,10 @@ func (o *TraceOptions) trace(ctx context.Context, c *Clients, res *resolve.Resul
 		Packet: describePacket(tf.Spec),
 	}
 	if d.Mode == engine.Agent {
-		r := &agentmode.Runner{Records: c.Traceflows, Now: time.Now, Emit: emit, SourceNode: res.Source.Node}
+		r := &agentmode.Runner{Records: c.Traceflows, Now: time.Now, Emit: emit, SourceNode: res.Source.Node,
+			// Antrea names no policy at a Kubernetes NetworkPolicy's
+			// default deny; the plugin does, as in helper mode.
+			Explainer: explain.New(c.Kube, res), Blind: blind}
 		ao, err := r.Run(ctx, tf, started, o.keep)
 		out.verdict, out.reason, out.dst, out.decided = ao.Verdict, ao.Reason, dstKind, ao.Decided
 		return out, err
@@ -95,8 +100,9 @@ func (o *TraceOptions) trace(ctx context.Context, c *Clients, res *resolve.Resul
 		Now:     time.Now,
 		Emit:    emit,
 		Version: version.Version,
-		// Agent mode gets policy names from Antrea; helper mode works them out.
-		ExplainDrop: policyExplainer(c.Kube, res),
+		// Policy names: from the agents where the helper can ask them;
+		// a default deny, which no agent names, from the API.
+		Explainer: explain.New(c.Kube, res),
 		NodeLease: func(ctx context.Context, node string) (*coordinationv1.Lease, error) {
 			return c.Kube.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, node, metav1.GetOptions{})
 		},
@@ -165,11 +171,13 @@ func antreaTags(records traceflow.Client) func(context.Context) (map[uint8]bool,
 // also says what the destination is: a pod on the pod network, a Service,
 // an IP a pod holds, or outside the cluster's pods (a node's IP, a
 // host-network pod, an external address), which decides whether leaving
-// the pod network is the end the user wanted.
-func (o *TraceOptions) receiverNodes(ctx context.Context, c *Clients, res *resolve.Result) ([]string, outcome.DestinationKind, error) {
+// the pod network is the end the user wanted; and, for a Service without
+// a ready endpoint, why Antrea's agents would not see the probe's end
+// (blind; "" otherwise).
+func (o *TraceOptions) receiverNodes(ctx context.Context, c *Clients, res *resolve.Result) (nodes []string, kind outcome.DestinationKind, blind string, err error) {
 	set := map[string]bool{}
 	dst := res.Destination
-	kind := outcome.DestinationOutside
+	kind = outcome.DestinationOutside
 	switch dst.Kind {
 	case resolve.KindPod:
 		set[dst.Node] = true
@@ -178,8 +186,8 @@ func (o *TraceOptions) receiverNodes(ctx context.Context, c *Clients, res *resol
 		}
 	case resolve.KindService:
 		kind = outcome.DestinationService
-		if err := endpointNodes(ctx, c, dst.Namespace, dst.Name, set); err != nil {
-			return nil, "", err
+		if blind, err = endpointNodes(ctx, c, dst.Namespace, dst.Name, set); err != nil {
+			return nil, "", "", err
 		}
 	case resolve.KindIP:
 		pods, err := c.Kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{
@@ -209,37 +217,48 @@ func (o *TraceOptions) receiverNodes(ctx context.Context, c *Clients, res *resol
 				_, _ = fmt.Fprintf(o.ErrOut, "Warning: cannot tell whether %s is a Service's cluster IP (list Services cluster-wide: %v); a probe sent to another node's endpoint will not be seen arriving\n", dst.IP, err)
 			case svc != nil:
 				kind = outcome.DestinationService
-				if err := endpointNodes(ctx, c, svc.Namespace, svc.Name, set); err != nil {
-					return nil, "", err
+				if blind, err = endpointNodes(ctx, c, svc.Namespace, svc.Name, set); err != nil {
+					return nil, "", "", err
 				}
 			}
 		}
 	}
 	delete(set, res.Source.Node)
 	delete(set, "")
-	nodes := make([]string, 0, len(set))
+	nodes = make([]string, 0, len(set))
 	for n := range set {
 		nodes = append(nodes, n)
 	}
 	sort.Strings(nodes)
-	return nodes, kind, nil
+	return nodes, kind, blind, nil
 }
 
 // endpointNodes adds to set the nodes of the ready endpoints of Service
-// ns/name.
-func endpointNodes(ctx context.Context, c *Clients, ns, name string, set map[string]bool) error {
+// ns/name. Where it has none, blind says why Antrea's agents would not
+// see the probe's end: Antrea's proxy answers a packet to a Service
+// without endpoints itself (a TCP RST or an ICMP unreachable, through its
+// agent's packet-in handler) before the packet reaches a table whose
+// packet-in the Traceflow handler reports, so its trace only times out.
+func endpointNodes(ctx context.Context, c *Clients, ns, name string, set map[string]bool) (blind string, err error) {
 	slices, err := c.Lookup.EndpointSlices(ctx, ns, name)
 	if err != nil {
-		return exitcode.Errorf(exitcode.Setup, "list the endpoints of Service %s/%s: %w", ns, name, err)
+		return "", exitcode.Errorf(exitcode.Setup, "list the endpoints of Service %s/%s: %w", ns, name, err)
 	}
+	ready := 0
 	for _, s := range slices {
 		for _, e := range s.Endpoints {
-			if e.NodeName != nil && (e.Conditions.Ready == nil || *e.Conditions.Ready) {
-				set[*e.NodeName] = true
+			if e.Conditions.Ready == nil || *e.Conditions.Ready {
+				ready++
+				if e.NodeName != nil {
+					set[*e.NodeName] = true
+				}
 			}
 		}
 	}
-	return nil
+	if ready == 0 {
+		blind = fmt.Sprintf("Service %s/%s has no ready endpoints, and Antrea's proxy rejects a packet to it before any of Antrea's agents reports the packet (its Traceflow only times out)", ns, name)
+	}
+	return blind, nil
 }
 
 // serviceWithClusterIP is the Service that holds ip as one of its cluster

@@ -52,6 +52,8 @@ func TestReceiverNodesSayWhatTheDestinationIs(t *testing.T) {
 		{"a Service's cluster IP", resolve.Endpoint{Kind: resolve.KindIP, IP: netip.MustParseAddr("10.96.0.20")}, servedFrom("node-2"), false, outcome.DestinationService, "node-2", ""},
 		{"a Service's second cluster IP", resolve.Endpoint{Kind: resolve.KindIP, IP: netip.MustParseAddr("fd00:96::20")}, servedFrom("node-2"), false, outcome.DestinationService, "node-2", ""},
 		{"Services not listable", resolve.Endpoint{Kind: resolve.KindIP, IP: netip.MustParseAddr("10.96.0.20")}, servedFrom("node-2"), true, outcome.DestinationOutside, "", "cannot tell whether 10.96.0.20 is a Service's cluster IP"},
+		{"a Service without ready endpoints", resolve.Endpoint{Kind: resolve.KindService, Namespace: "demo", Name: "echo"}, notReady(servedFrom("node-2")), false, outcome.DestinationService, "", ""},
+		{"its bare cluster IP", resolve.Endpoint{Kind: resolve.KindIP, IP: netip.MustParseAddr("10.96.0.20")}, notReady(servedFrom("node-2")), false, outcome.DestinationService, "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			kube := fake.NewClientset(tc.objs...)
@@ -66,9 +68,14 @@ func TestReceiverNodesSayWhatTheDestinationIs(t *testing.T) {
 			o := &TraceOptions{}
 			o.ErrOut = &errOut
 			c := &Clients{Kube: kube, Lookup: resolve.FromClientset(kube)}
-			nodes, kind, err := o.receiverNodes(context.Background(), c, &resolve.Result{Source: src, Destination: tc.dst})
+			nodes, kind, blind, err := o.receiverNodes(context.Background(), c, &resolve.Result{Source: src, Destination: tc.dst})
 			if err != nil {
 				t.Fatal(err)
+			}
+			// Only a Service without a ready endpoint hides the probe's end
+			// from Antrea's agents.
+			if wantBlind := strings.Contains(tc.name, "without ready endpoints") || tc.name == "its bare cluster IP"; wantBlind != strings.Contains(blind, "demo/echo has no ready endpoints") {
+				t.Errorf("blind %q", blind)
 			}
 			if kind != tc.want || strings.Join(nodes, ",") != tc.receivers {
 				t.Errorf("kind %s receivers %v; want %s %s", kind, nodes, tc.want, tc.receivers)
@@ -95,6 +102,19 @@ func servedFrom(node string) []runtime.Object {
 			Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"10.244.2.9"}, NodeName: &node, Conditions: discoveryv1.EndpointConditions{Ready: &ready}}},
 		},
 	}
+}
+
+// notReady is objs with every endpoint not ready.
+func notReady(objs []runtime.Object) []runtime.Object {
+	no := false
+	for _, o := range objs {
+		if s, ok := o.(*discoveryv1.EndpointSlice); ok {
+			for i := range s.Endpoints {
+				s.Endpoints[i].Conditions.Ready = &no
+			}
+		}
+	}
+	return objs
 }
 
 // What --tcp-flags says reaches the helper as a number, all eight bits of

@@ -49,6 +49,12 @@ type Facts struct {
 	Controller Health
 	// Agents maps node name to what is known of the Antrea agent on it.
 	Agents map[string]Health
+	// AgentBlind, set by the caller for one trace, says why Antrea's
+	// agents would not see that trace's end although they are healthy (a
+	// Service without endpoints): auto then traces with helper pods, which
+	// see the packet wherever it goes; --engine agent keeps Antrea's own
+	// answer. "" where nothing is known to hide the end from them.
+	AgentBlind string
 }
 
 // Health is what the cluster says about one Antrea component, and from
@@ -108,6 +114,9 @@ func Decide(want Mode, f Facts, nodes []string) (Decision, error) {
 	case Helper:
 		return Decision{Mode: Helper, Reason: "--engine helper" + noRecord, RecordAsCR: recordCR}, nil
 	case Auto, "":
+		if agentOK && f.AgentBlind != "" {
+			return Decision{Mode: Helper, Reason: "Antrea is healthy, but " + f.AgentBlind + ": tracing with helper pods, which see where the packet ends" + noRecord, RecordAsCR: recordCR}, nil
+		}
 		if agentOK {
 			return Decision{Mode: Agent, Reason: whyAgent(f, nodes)}, nil
 		}

@@ -35,6 +35,10 @@ func TestDecide(t *testing.T) {
 	oneAgentDown := Facts{CRDServed: true, Controller: pod, Agents: map[string]Health{"n1": pod}}
 	oneAgentStale := Facts{CRDServed: true, Controller: ctrlRec, Agents: map[string]Health{"n1": rec, "n2": stale}}
 	ctrlStale := Facts{CRDServed: true, Controller: Health{Source: "AntreaControllerInfo", Detail: "AntreaControllerInfo antrea-controller is stale"}, Agents: antrea.Agents}
+	// Healthy Antrea that would not see this trace's end.
+	blind := antrea
+	blind.AntreaAPIs = []string{"antreacontrollerinfos"}
+	blind.AgentBlind = "Service demo/empty has no ready endpoints"
 	for _, tc := range []struct {
 		name     string
 		want     Mode
@@ -56,6 +60,8 @@ func TestDecide(t *testing.T) {
 		{"auto, Antrea installed, controller hidden: no CR", Auto, antreaHidden, Helper, false, 0, "no Ready Antrea controller serves Traceflow; the record stays in the plugin (see -o yaml): Antrea is installed (crd.antrea.io serves antreacontrollerinfos)"},
 		{"helper forced, Antrea installed, controller hidden: no CR", Helper, antreaHidden, Helper, false, 0, "--engine helper; the record stays in the plugin (see -o yaml): Antrea is installed"},
 		{"helper forced with our CRD", Helper, ours, Helper, true, 0, ""},
+		{"auto, Antrea healthy but blind to the end: helper, no CR", Auto, blind, Helper, false, 0, "Antrea is healthy, but Service demo/empty has no ready endpoints: tracing with helper pods, which see where the packet ends; the record stays in the plugin"},
+		{"agent forced, Antrea blind to the end: Antrea's answer", Agent, blind, Agent, false, 0, "--engine agent"},
 		{"helper forced without CRD", Helper, none, Helper, false, 0, ""},
 		{"agent forced without Antrea", Agent, none, "", false, exitcode.Setup, ""},
 		{"agent forced, agent down", Agent, oneAgentDown, "", false, exitcode.Setup, ""},

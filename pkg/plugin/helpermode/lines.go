@@ -83,11 +83,11 @@ func (t *tracer) onLine(ctx context.Context, m lineMsg) *ending {
 		// A rule of an Antrea-native policy is known on the node by its
 		// conjunction id only: its policy is unknown, and says why. Other
 		// policy drops may be Kubernetes NetworkPolicies' isolation, which
-		// ExplainDrop names from the policies in the API.
+		// the Explainer names from the policies in the API.
 		if o, named := outcome.NameAntreaRule(t.hops, hop); named {
 			hop.Observation = o
-		} else if hop.Observation.Action == report.ActionDropped && hop.Observation.NetworkPolicy == "" && t.r.ExplainDrop != nil {
-			hop.Observation = t.r.ExplainDrop(ctx, t.hops, hop.Observation)
+		} else if hop.Observation.Action == report.ActionDropped && hop.Observation.NetworkPolicy == "" && t.r.Explainer != nil {
+			hop.Observation = t.r.Explainer.ExplainDrop(ctx, t.hops, hop.Observation)
 		}
 		t.hops = append(t.hops, outcome.TimedHop{Hop: hop, At: at})
 		t.r.Emit(outcome.Observed{At: outcome.At{Time: at}, Hop: hop})

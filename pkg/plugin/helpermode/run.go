@@ -78,10 +78,10 @@ type Runner struct {
 	Records traceflow.Client
 	Now     func() time.Time
 	Emit    func(outcome.Update)
-	// ExplainDrop may name what dropped the probe (a NetworkPolicy and its
+	// Explainer may name what dropped the probe (a NetworkPolicy and its
 	// rule) where the helper could only name the table and flow; nil or a
 	// failed lookup leaves the observation as it is.
-	ExplainDrop func(ctx context.Context, hops []outcome.TimedHop, o report.Observation) report.Observation
+	Explainer outcome.DropExplainer
 	// Version is the plugin's version, to warn about a helper of another.
 	Version string
 	// InUse returns the tags held by other engines' traces; may be nil.

@@ -1,4 +1,4 @@
-package cli
+package explain
 
 import (
 	"context"
@@ -33,7 +33,7 @@ func TestPolicyExplainerNamesTheIsolatingPolicy(t *testing.T) {
 		Destination: resolve.Endpoint{Kind: resolve.KindPod, Namespace: "default", Name: "pod-b", IP: netip.MustParseAddr("10.244.2.7")},
 		Protocol:    traceflow.TCP, DstPort: 80,
 	}
-	explain := policyExplainer(fake.NewClientset(objs...), res)
+	explain := New(fake.NewClientset(objs...), res).ExplainDrop
 	drop := report.Observation{Component: report.ComponentNetworkPolicy, ComponentInfo: "IngressDefaultRule", Action: report.ActionDropped}
 	got := explain(context.Background(), nil, drop)
 	if got.NetworkPolicy != "default/deny-web" || !strings.Contains(got.NetworkPolicyRule, "ingress default deny") ||
@@ -54,5 +54,13 @@ func TestPolicyExplainerNamesTheIsolatingPolicy(t *testing.T) {
 	routing := report.Observation{Component: report.ComponentRouting, Action: report.ActionDropped}
 	if got := explain(context.Background(), []outcome.TimedHop{}, routing); got != routing {
 		t.Fatalf("routing drop changed: %+v", got)
+	}
+}
+
+func runningPod(ns, name, node, ip string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec:       corev1.PodSpec{NodeName: node},
+		Status:     corev1.PodStatus{Phase: corev1.PodRunning, PodIP: ip, PodIPs: []corev1.PodIP{{IP: ip}}},
 	}
 }
