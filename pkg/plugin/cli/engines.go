@@ -39,8 +39,8 @@ type traceResult struct {
 }
 
 // trace chooses the engine and runs the trace, feeding updates to emit.
-func (o *TraceOptions) trace(ctx context.Context, c *Clients, res *resolve.Result, tf *traceflow.Traceflow, emit func(outcome.Update)) (traceResult, error) {
-	receivers, dstKind, blind, err := o.receiverNodes(ctx, c, res)
+func (o *TraceOptions) trace(ctx context.Context, c *Clients, res *resolve.Result, tf *traceflow.Traceflow, emit func(outcome.Update)) (out traceResult, err error) {
+	receivers, dstKind, empty, err := o.receiverNodes(ctx, c, res)
 	if err != nil {
 		return traceResult{}, err
 	}
@@ -50,6 +50,20 @@ func (o *TraceOptions) trace(ctx context.Context, c *Clients, res *resolve.Resul
 	}, append([]string{res.Source.Node}, receivers...))
 	if err != nil {
 		return traceResult{}, err
+	}
+	blind := ""
+	if empty != "" {
+		// Antrea's proxy answers a packet to a Service without endpoints
+		// itself (a TCP RST or an ICMP unreachable, from its agent's
+		// packet-in handler) before the packet reaches a table whose
+		// packet-in the Traceflow handler reports: its trace only times
+		// out. Helper pods see the reject.
+		blind = fmt.Sprintf("Service %s has no ready endpoints, and Antrea's proxy rejects a packet to it before any of Antrea's agents reports the packet (its Traceflow only times out)", empty)
+		defer func() {
+			if out.verdict == outcome.Dropped || out.verdict == outcome.Rejected {
+				out.reason += fmt.Sprintf(": Service %s has no ready endpoints", empty)
+			}
+		}()
 	}
 	facts.AgentBlind = blind
 	d, err := engine.Decide(engine.Mode(o.engine), facts, append([]string{res.Source.Node}, receivers...))
@@ -61,7 +75,6 @@ func (o *TraceOptions) trace(ctx context.Context, c *Clients, res *resolve.Resul
 	} else if d.RecordAsCR {
 		d.RecordAsCR, d.Reason = false, d.Reason+"; the record stays in the plugin (see -o yaml): no client to read the Traceflow CRD with"
 	}
-	var out traceResult
 	if o.format == outputJSON || o.format == outputYAML {
 		// Structured output goes to stdout; the engine line, for people, to stderr.
 		_, _ = fmt.Fprintln(o.ErrOut, d.String())
@@ -171,10 +184,9 @@ func antreaTags(records traceflow.Client) func(context.Context) (map[uint8]bool,
 // also says what the destination is: a pod on the pod network, a Service,
 // an IP a pod holds, or outside the cluster's pods (a node's IP, a
 // host-network pod, an external address), which decides whether leaving
-// the pod network is the end the user wanted; and, for a Service without
-// a ready endpoint, why Antrea's agents would not see the probe's end
-// (blind; "" otherwise).
-func (o *TraceOptions) receiverNodes(ctx context.Context, c *Clients, res *resolve.Result) (nodes []string, kind outcome.DestinationKind, blind string, err error) {
+// the pod network is the end the user wanted; and names a Service that has
+// no ready endpoint (empty, "NAMESPACE/NAME"; "" otherwise).
+func (o *TraceOptions) receiverNodes(ctx context.Context, c *Clients, res *resolve.Result) (nodes []string, kind outcome.DestinationKind, empty string, err error) {
 	set := map[string]bool{}
 	dst := res.Destination
 	kind = outcome.DestinationOutside
@@ -186,7 +198,7 @@ func (o *TraceOptions) receiverNodes(ctx context.Context, c *Clients, res *resol
 		}
 	case resolve.KindService:
 		kind = outcome.DestinationService
-		if blind, err = endpointNodes(ctx, c, dst.Namespace, dst.Name, set); err != nil {
+		if empty, err = endpointNodes(ctx, c, dst.Namespace, dst.Name, set); err != nil {
 			return nil, "", "", err
 		}
 	case resolve.KindIP:
@@ -217,7 +229,7 @@ func (o *TraceOptions) receiverNodes(ctx context.Context, c *Clients, res *resol
 				_, _ = fmt.Fprintf(o.ErrOut, "Warning: cannot tell whether %s is a Service's cluster IP (list Services cluster-wide: %v); a probe sent to another node's endpoint will not be seen arriving\n", dst.IP, err)
 			case svc != nil:
 				kind = outcome.DestinationService
-				if blind, err = endpointNodes(ctx, c, svc.Namespace, svc.Name, set); err != nil {
+				if empty, err = endpointNodes(ctx, c, svc.Namespace, svc.Name, set); err != nil {
 					return nil, "", "", err
 				}
 			}
@@ -230,16 +242,12 @@ func (o *TraceOptions) receiverNodes(ctx context.Context, c *Clients, res *resol
 		nodes = append(nodes, n)
 	}
 	sort.Strings(nodes)
-	return nodes, kind, blind, nil
+	return nodes, kind, empty, nil
 }
 
 // endpointNodes adds to set the nodes of the ready endpoints of Service
-// ns/name. Where it has none, blind says why Antrea's agents would not
-// see the probe's end: Antrea's proxy answers a packet to a Service
-// without endpoints itself (a TCP RST or an ICMP unreachable, through its
-// agent's packet-in handler) before the packet reaches a table whose
-// packet-in the Traceflow handler reports, so its trace only times out.
-func endpointNodes(ctx context.Context, c *Clients, ns, name string, set map[string]bool) (blind string, err error) {
+// ns/name; where it has none, empty is "ns/name".
+func endpointNodes(ctx context.Context, c *Clients, ns, name string, set map[string]bool) (empty string, err error) {
 	slices, err := c.Lookup.EndpointSlices(ctx, ns, name)
 	if err != nil {
 		return "", exitcode.Errorf(exitcode.Setup, "list the endpoints of Service %s/%s: %w", ns, name, err)
@@ -256,9 +264,9 @@ func endpointNodes(ctx context.Context, c *Clients, ns, name string, set map[str
 		}
 	}
 	if ready == 0 {
-		blind = fmt.Sprintf("Service %s/%s has no ready endpoints, and Antrea's proxy rejects a packet to it before any of Antrea's agents reports the packet (its Traceflow only times out)", ns, name)
+		empty = ns + "/" + name
 	}
-	return blind, nil
+	return empty, nil
 }
 
 // serviceWithClusterIP is the Service that holds ip as one of its cluster

@@ -64,7 +64,7 @@ func Explain(policies []networkingv1.NetworkPolicy, dir Direction, src, dst Endp
 	if target.Pod == nil {
 		return Explanation{}, false
 	}
-	var isolating []string
+	var isolating, misses []string
 	for i := range policies {
 		np := &policies[i]
 		if np.Namespace != target.Pod.Namespace || !applies(np, dir) || !selects(np.Spec.PodSelector, target.Pod.Labels) {
@@ -74,11 +74,13 @@ func Explain(policies []networkingv1.NetworkPolicy, dir Direction, src, dst Endp
 			return Explanation{}, false
 		}
 		isolating = append(isolating, np.Namespace+"/"+np.Name)
+		misses = append(misses, missed(np, dir, target, peer, p)...)
 	}
 	if len(isolating) == 0 {
 		return Explanation{}, false
 	}
 	sort.Strings(isolating)
+	sort.Strings(misses)
 	what := "ICMP"
 	if p.Protocol != "" {
 		what = fmt.Sprintf("%s %d", p.Protocol, p.Port)
@@ -89,7 +91,100 @@ func Explain(policies []networkingv1.NetworkPolicy, dir Direction, src, dst Endp
 	}
 	rule := fmt.Sprintf("%s default deny: no %s rule allows %s %s %s",
 		strings.ToLower(string(dir)), strings.ToLower(string(dir)), what, word, from)
+	if len(misses) > 0 {
+		rule += " (" + strings.Join(misses, "; ") + ")"
+	}
 	return Explanation{Policies: isolating, Rule: rule}, true
+}
+
+// missed says, for each rule of np in direction dir, what it allows that
+// the probe is not: the ports, the peers, or both ("NAME rule N allows
+// only ..."), so that a near miss (another port, another namespace, an
+// address in an except) reads as one.
+func missed(np *networkingv1.NetworkPolicy, dir Direction, target, peer Endpoint, p Probe) []string {
+	type rule struct {
+		peers []networkingv1.NetworkPolicyPeer
+		ports []networkingv1.NetworkPolicyPort
+		// servedBy is the pod whose named ports the rule's ports name.
+		servedBy *corev1.Pod
+	}
+	var rules []rule
+	word := "from"
+	if dir == Ingress {
+		for _, r := range np.Spec.Ingress {
+			rules = append(rules, rule{r.From, r.Ports, target.Pod})
+		}
+	} else {
+		word = "to"
+		for _, r := range np.Spec.Egress {
+			rules = append(rules, rule{r.To, r.Ports, peer.Pod})
+		}
+	}
+	var out []string
+	for i, r := range rules {
+		var why []string
+		if !portsMatch(r.ports, r.servedBy, p) {
+			why = append(why, describePorts(r.ports))
+		}
+		if !peersMatch(np, r.peers, peer) {
+			why = append(why, word+" "+describePeers(np, r.peers))
+		}
+		if len(why) > 0 {
+			out = append(out, fmt.Sprintf("%s rule %d allows only %s", np.Name, i+1, strings.Join(why, " ")))
+		}
+	}
+	return out
+}
+
+// describePorts names a rule's ports as the policy writes them.
+func describePorts(ports []networkingv1.NetworkPolicyPort) string {
+	var out []string
+	for _, pp := range ports {
+		proto := corev1.ProtocolTCP
+		if pp.Protocol != nil {
+			proto = *pp.Protocol
+		}
+		s := string(proto)
+		if pp.Port != nil {
+			s += " " + pp.Port.String()
+			if pp.EndPort != nil {
+				s += fmt.Sprintf("-%d", *pp.EndPort)
+			}
+		}
+		out = append(out, s)
+	}
+	return strings.Join(out, ", ")
+}
+
+// describePeers names a rule's peers as the policy writes them.
+func describePeers(np *networkingv1.NetworkPolicy, peers []networkingv1.NetworkPolicyPeer) string {
+	var out []string
+	for _, pr := range peers {
+		switch {
+		case pr.IPBlock != nil:
+			s := pr.IPBlock.CIDR
+			if len(pr.IPBlock.Except) > 0 {
+				s += " except " + strings.Join(pr.IPBlock.Except, ", ")
+			}
+			out = append(out, s)
+		case pr.NamespaceSelector != nil && pr.PodSelector != nil:
+			out = append(out, fmt.Sprintf("pods %s in namespaces %s", selector(*pr.PodSelector), selector(*pr.NamespaceSelector)))
+		case pr.NamespaceSelector != nil:
+			out = append(out, "namespaces "+selector(*pr.NamespaceSelector))
+		default:
+			out = append(out, fmt.Sprintf("pods %s in %s", selector(*pr.PodSelector), np.Namespace))
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
+// selector is a label selector as kubectl prints one ("<all>" for {}).
+func selector(sel metav1.LabelSelector) string {
+	s := metav1.FormatLabelSelector(&sel)
+	if s == "<none>" {
+		return "<all>"
+	}
+	return s
 }
 
 func describe(e Endpoint) string {

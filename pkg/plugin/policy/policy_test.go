@@ -78,3 +78,38 @@ func TestExplain(t *testing.T) {
 		})
 	}
 }
+
+// The reason says what each rule of an isolating policy allows that the
+// probe is not: a near miss reads as one.
+func TestExplainSaysWhatEachRuleMisses(t *testing.T) {
+	nsRule := []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{{NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": "prod"}}}}}}
+	cidr := []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: "10.244.0.0/16", Except: []string{"10.244.1.0/24"}}}}}}
+	udp := corev1.ProtocolUDP
+	for _, tc := range []struct {
+		name   string
+		policy networkingv1.NetworkPolicy
+		dir    Direction
+		want   string
+	}{
+		{"isolation alone", np("deny-web", map[string]string{"app": "web"}, ingr, nil, nil), Ingress,
+			"ingress default deny: no ingress rule allows TCP 80 from demo/a"},
+		{"another port", np("allow-443", map[string]string{"app": "web"}, ingr, fromClients(port(443)), nil), Ingress,
+			"ingress default deny: no ingress rule allows TCP 80 from demo/a (allow-443 rule 1 allows only TCP 443)"},
+		{"another namespace", np("from-prod", map[string]string{"app": "web"}, ingr, nsRule, nil), Ingress,
+			"ingress default deny: no ingress rule allows TCP 80 from demo/a (from-prod rule 1 allows only from namespaces kubernetes.io/metadata.name=prod)"},
+		{"an except", np("cidr", map[string]string{"app": "web"}, ingr, cidr, nil), Ingress,
+			"ingress default deny: no ingress rule allows TCP 80 from demo/a (cidr rule 1 allows only from 10.244.0.0/16 except 10.244.1.0/24)"},
+		{"two rules, each missing", np("two", map[string]string{"app": "web"}, ingr, append(fromClients([]networkingv1.NetworkPolicyPort{{Protocol: &udp, Port: ptr.To(intstr.FromInt32(53))}}), nsRule...), nil), Ingress,
+			"ingress default deny: no ingress rule allows TCP 80 from demo/a (two rule 1 allows only UDP 53; two rule 2 allows only from namespaces kubernetes.io/metadata.name=prod)"},
+		{"egress to other pods on another port", np("egress-db", map[string]string{"app": "client"}, egr, nil, []networkingv1.NetworkPolicyEgressRule{{
+			To: []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}}}}, Ports: port(5432)}}), Egress,
+			"egress default deny: no egress rule allows TCP 80 to demo/b (egress-db rule 1 allows only TCP 5432 to pods app=db in demo)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := Explain([]networkingv1.NetworkPolicy{tc.policy}, tc.dir, client, web, tcp80)
+			if !ok || got.Rule != tc.want {
+				t.Errorf("got %q (ok %v)\nwant %q", got.Rule, ok, tc.want)
+			}
+		})
+	}
+}
