@@ -3,24 +3,19 @@ package agentmode
 import (
 	"bytes"
 	"context"
-	"flag"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
 	"github.com/muesli/termenv"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kubectl-traceflow/kubectl-traceflow/internal/goldenfile"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/outcome"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/traceflow"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/view"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files")
 
 // ticking is a clock that moves 5 ms on every reading, so that the times
 // an agent-mode trace shows are fixed by the order of its updates.
@@ -67,23 +62,6 @@ func TestReceiverFirstViewGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	plain.WriteString(view.Summary(m, outcome.ExpectDelivered, false) + "\n")
-	golden(t, "live-receiver-first.txt", frames.Bytes())
-	golden(t, "plain-receiver-first.txt", plain.Bytes())
-}
-
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, got, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if d := cmp.Diff(string(want), string(got)); d != "" {
-		t.Errorf("%s differs (-want +got):\n%s", path, d)
-	}
+	goldenfile.Check(t, "live-receiver-first.txt", frames.Bytes())
+	goldenfile.Check(t, "plain-receiver-first.txt", plain.Bytes())
 }

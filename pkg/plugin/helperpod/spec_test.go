@@ -1,19 +1,15 @@
 package helperpod
 
 import (
-	"flag"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
-)
 
-var update = flag.Bool("update", false, "rewrite golden files")
+	"github.com/kubectl-traceflow/kubectl-traceflow/internal/goldenfile"
+)
 
 func params() Params {
 	return Params{
@@ -53,19 +49,7 @@ func TestBuildGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			path := filepath.Join("testdata", tc.name+".yaml")
-			if *update {
-				if err := os.WriteFile(path, got, 0o600); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (run go test -update to create it)", err)
-			}
-			if d := cmp.Diff(string(want), string(got)); d != "" {
-				t.Errorf("pod spec differs from %s (-want +got):\n%s", path, d)
-			}
+			goldenfile.Check(t, tc.name+".yaml", got)
 		})
 	}
 }

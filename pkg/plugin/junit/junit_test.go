@@ -2,7 +2,6 @@ package junit
 
 import (
 	"bytes"
-	"flag"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,10 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kubectl-traceflow/kubectl-traceflow/internal/goldenfile"
 	"github.com/kubectl-traceflow/kubectl-traceflow/internal/testenv"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files")
 
 func sample() Report {
 	ts := time.Date(2026, 11, 30, 19, 0, 0, 0, time.UTC)
@@ -36,19 +34,7 @@ func TestWriteGolden(t *testing.T) {
 	if err := Write(&b, sample()); err != nil {
 		t.Fatal(err)
 	}
-	golden := filepath.Join("testdata", "report.golden.xml")
-	if *update {
-		if err := os.WriteFile(golden, b.Bytes(), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if b.String() != string(want) {
-		t.Errorf("JUnit XML differs from %s (run with -update):\n%s", golden, b.String())
-	}
+	goldenfile.Check(t, "report.golden.xml", b.Bytes())
 }
 
 // The report validates against Jenkins' JUnit schema, with the xmllint
