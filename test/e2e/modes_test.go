@@ -66,9 +66,10 @@ var holdsIn = map[string][]string{
 	"TestAntreaOtherDestinations": antreaOnly,
 	"TestAntreaLive":              antreaOnly,
 	// Agent mode says what helper mode says (issue 25).
-	"TestAntreaAutoNamesDefaultDeny":             antreaOnly,
-	"TestAntreaAutoServiceWithoutEndpoints":      antreaOnly,
-	"TestAntreaCheckWrongExpectationNamesPolicy": antreaOnly,
+	"TestAntreaAutoNamesDefaultDeny":                       antreaOnly,
+	"TestAntreaAutoServiceWithoutEndpoints":                antreaOnly,
+	"TestAntreaCheckWrongExpectationNamesPolicy":           antreaOnly,
+	"TestAntreaAutoRetriesWithHelperWhenAgentsReportNoEnd": antreaOnly,
 	// Helper mode next to Antrea (issue 14, done-when 3).
 	"TestAntreaHelperNextToAntreaTrace":     antreaOnly,
 	"TestAntreaHelperWithControllerStopped": antreaOnly,

@@ -220,8 +220,12 @@ up() {
   fi
   if [ -d "$S" ] && healthy; then
     log "lab already up (CNI $CNI); refreshing images and lab binaries"
-    # A test that stopped Antrea's controller and was killed before its cleanup.
-    if [ "$CNI" = antrea ]; then antrea_controller_start; fi
+    # A test that stopped Antrea's controller or an agent and was killed
+    # before its cleanup.
+    if [ "$CNI" = antrea ]; then
+      antrea_controller_start
+      for i in $(seq 1 "$NODES"); do resume "$(node_name "$i")-antrea-agent"; done
+    fi
     images
     for i in $(seq 1 "$NODES"); do import_images "$(node_name "$i")"; done
     cp "$root/bin/lab/lab-cni" "$S/cni-bin/.lab-cni" && mv "$S/cni-bin/.lab-cni" "$S/cni-bin/lab-cni"
@@ -373,6 +377,8 @@ status() {
   for c in $(components); do
     if [ "$c" = antrea-controller ] && antrea_controller_stopped; then
       printf '  %-34s STOPPED (pid %s; lab.sh antrea-controller start)\n' "$c" "$(cat "$S/pids/$c.pid")"; ok=1
+    elif [ "${c%-antrea-agent}" != "$c" ] && stopped "$c"; then
+      printf '  %-34s STOPPED (pid %s; lab.sh antrea-agent %s start)\n' "$c" "$(cat "$S/pids/$c.pid")" "${c%-antrea-agent}"; ok=1
     elif alive "$c"; then printf '  %-34s running (pid %s)\n' "$c" "$(cat "$S/pids/$c.pid")"
     else printf '  %-34s NOT RUNNING\n' "$c"; ok=1; fi
   done
@@ -404,6 +410,16 @@ case "${1:-}" in
       start) lock; antrea_controller_start ;;
       *) echo "usage: $0 antrea-controller stop|start" >&2; exit 2 ;;
     esac ;;
+  antrea-agent)
+    # An agent that stops answering while its health record still looks
+    # fresh (for tests of what auto does when Antrea's agents report no end).
+    [ "$CNI" = antrea ] || die "antrea-agent: the lab runs CNI $CNI, not antrea"
+    [ $# -eq 3 ] || { echo "usage: $0 antrea-agent NODE stop|start" >&2; exit 2; }
+    case "$3" in
+      stop) lock; pause "$2-antrea-agent" ;;
+      start) lock; resume "$2-antrea-agent" ;;
+      *) echo "usage: $0 antrea-agent NODE stop|start" >&2; exit 2 ;;
+    esac ;;
   restart)
     lock
     [ $# -eq 2 ] || { echo "usage: $0 restart kube-apiserver|tf-node-N-ovs-vswitchd" >&2; exit 2; }
@@ -427,5 +443,5 @@ case "${1:-}" in
       lines=$(grep -aE '^E[0-9]{4} |\|ERR\|' "$f" | tail -n 15) || true
       [ -z "$lines" ] || printf '==== %s\n%s\n' "$f" "$lines"
     done ;;
-  *) echo "usage: $0 up|down|status|exec NODE CMD...|images|antrea-controller stop|start|restart DAEMON|errors [MODE]" >&2; exit 2 ;;
+  *) echo "usage: $0 up|down|status|exec NODE CMD...|images|antrea-controller stop|start|antrea-agent NODE stop|start|restart DAEMON|errors [MODE]" >&2; exit 2 ;;
 esac

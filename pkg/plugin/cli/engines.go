@@ -91,7 +91,21 @@ func (o *TraceOptions) trace(ctx context.Context, c *Clients, res *resolve.Resul
 			Explainer: explain.New(c.Kube, res), Blind: blind}
 		ao, err := r.Run(ctx, tf, started, o.keep)
 		out.verdict, out.reason, out.dst, out.decided = ao.Verdict, ao.Reason, dstKind, ao.Decided
-		return out, err
+		if !o.retryWithHelper(ctx, ao, err) {
+			return out, err
+		}
+		// Antrea's agents said nothing of where the packet ended (a result
+		// lost, a packet they do not report): under auto the user gets an
+		// answer, not a blind timeout, from the engine that sees the
+		// packet wherever it goes. Helper mode records nothing where
+		// Antrea's controller could act on it.
+		emit(outcome.Retried{At: outcome.At{Time: time.Now()}, Why: fmt.Sprintf("Antrea's agents did not say where the packet ended (%s): tracing again with helper pods", ao.Reason)})
+		d = engine.Decision{Mode: engine.Helper, Reason: "Antrea's agents did not say where the packet ended: tracing again with helper pods"}
+		started.Engine, started.EngineReason = string(d.Mode), d.Reason
+		if o.format == outputJSON || o.format == outputYAML {
+			_, _ = fmt.Fprintln(o.ErrOut, d.String())
+		}
+		out = traceResult{}
 	}
 	if o.live {
 		return out, exitcode.UsageErrorf("--live traces real traffic, which only Antrea's agents can do (%s): drop --live to inject a probe with the helper engine", d.Reason)
@@ -143,6 +157,16 @@ func (o *TraceOptions) trace(ctx context.Context, c *Clients, res *resolve.Resul
 	})
 	out.verdict, out.reason, out.dst, out.decided = ho.Verdict, ho.Reason, dstKind, ho.Decided
 	return out, err
+}
+
+// retryWithHelper reports whether an agent-mode trace that ended with ao
+// and err is to be traced again with helper pods: under --engine auto (not
+// agent, which asks for Antrea's own answer), for an injected probe
+// (--live traces real traffic, which only Antrea can), when Antrea ended
+// the trace without saying where the packet ended and the user did not
+// interrupt it.
+func (o *TraceOptions) retryWithHelper(ctx context.Context, ao agentmode.Outcome, err error) bool {
+	return engine.Mode(o.engine) == engine.Auto && !o.live && ao.Verdict == outcome.Incomplete && err == nil && ctx.Err() == nil
 }
 
 // cleanupTail are the arguments of the cleanup a second Ctrl-C starts that

@@ -80,6 +80,9 @@ func (s *sink) Emit(u outcome.Update) {
 			}
 			_, _ = fmt.Fprintf(s.warnTo, "Warning: %s%s\n", safe(w.Message), where)
 		}
+		if r, ok := u.(outcome.Retried); ok {
+			_, _ = fmt.Fprintf(s.warnTo, "Retry: %s\n", safe(r.Why))
+		}
 	}
 }
 

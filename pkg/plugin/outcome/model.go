@@ -119,6 +119,16 @@ type Finished struct {
 	Decided *Hop
 }
 
+// Retried is an update: the trace so far did not say where the packet
+// ended (Antrea's agents reported no end), and it runs again with another
+// engine, which starts with its own TraceStarted. Why says why, in the
+// user's words; the model forgets the first run's nodes and verdict, not
+// its warnings.
+type Retried struct {
+	At
+	Why string
+}
+
 // Predicted reports whether the verdict rests on a hop that was only
 // inferred from OVS's trace, not seen.
 func (f Finished) Predicted() bool { return f.Decided != nil && f.Decided.Inferred() }
@@ -172,6 +182,9 @@ func (m *Model) Apply(u Update) {
 	case Finished:
 		f := u
 		m.Finished = &f
+	case Retried:
+		m.Nodes, m.Finished, m.InjectedAt = nil, nil, time.Time{}
+		m.Warnings = append(m.Warnings, Warning{At: u.At, Message: u.Why})
 	}
 }
 

@@ -63,6 +63,8 @@ func (p Plain) line(m *outcome.Model, u outcome.Update) string {
 		return strings.Join(lines, "\n")
 	case outcome.Warning:
 		return kv("warning", "node", u.Node, "message", u.Message)
+	case outcome.Retried:
+		return kv("retry", "why", u.Why)
 	case outcome.Finished:
 		return kv("verdict", "result", string(u.Verdict), "predicted", trueOrEmpty(u.Predicted()), "reason", u.Reason)
 	}

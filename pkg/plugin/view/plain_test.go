@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -140,5 +141,25 @@ func TestStructuredGolden(t *testing.T) {
 			}
 			golden(t, "json-"+name+".json", append(got, '\n'))
 		})
+	}
+}
+
+// A trace run again with another engine says so, and why, in one line.
+func TestPlainRetryLine(t *testing.T) {
+	var buf bytes.Buffer
+	p := Plain{W: &buf}
+	m := &outcome.Model{}
+	for _, u := range []outcome.Update{
+		outcome.TraceStarted{At: outcome.At{Time: t0}, Name: "t", Engine: "agent"},
+		outcome.Retried{At: outcome.At{Time: t0.Add(20 * time.Second)}, Why: "Antrea's agents did not say where the packet ended: tracing again with helper pods"},
+	} {
+		m.Apply(u)
+		if err := p.Write(m, u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := `+20.00s   retry why="Antrea's agents did not say where the packet ended: tracing again with helper pods"`
+	if got := strings.Split(strings.TrimSpace(buf.String()), "\n"); len(got) != 2 || got[1] != want {
+		t.Errorf("got %q\nwant second line %q", got, want)
 	}
 }

@@ -223,38 +223,50 @@ antrea_ready() {
     die "Antrea's APIServices are not Available: see $S/logs/antrea-controller.log and kube-apiserver.log"
 }
 
-# antrea_controller_stopped: antrea-controller is stopped (SIGSTOP: state T).
-antrea_controller_stopped() {
+# stopped DAEMON: the lab's DAEMON (antrea-controller, NODE-antrea-agent) is
+# stopped (SIGSTOP: state T).
+stopped() {
   local p st
-  p=$(cat "$S/pids/antrea-controller.pid" 2>/dev/null) || return 1
+  p=$(cat "$S/pids/$1.pid" 2>/dev/null) || return 1
   st=$(sed 's/^.*) //' "/proc/$p/stat" 2>/dev/null) || return 1
   [ "${st%% *}" = T ]
+}
+antrea_controller_stopped() { stopped antrea-controller; }
+
+# pause DAEMON: stop DAEMON (SIGSTOP), not kill it: stopped, it acts on
+# nothing, writes no heartbeat and answers no one, and its health record
+# stays as its last heartbeat left it, for up to a heartbeat's age. resume
+# brings it back as it was.
+pause() {
+  alive "$1" || die "$1 is not running"
+  kill -STOP "$(cat "$S/pids/$1.pid")"
+  poll "$1 to stop" 10 stopped "$1" || die "$1 did not stop"
+  log "$1 stopped (resume it with lab.sh)"
+}
+
+# resume DAEMON: resume a stopped DAEMON.
+resume() {
+  alive "$1" || die "$1 is not running: make lab-down, then make lab-up"
+  stopped "$1" || return 0
+  kill -CONT "$(cat "$S/pids/$1.pid")"
+  poll "$1 to resume" 10 bash -c "! sed 's/^.*) //' /proc/$(cat "$S/pids/$1.pid")/stat | grep -q '^T '" ||
+    die "$1 did not resume"
+  log "$1 resumed"
 }
 
 # antrea_controller_stop (lab.sh antrea-controller stop): stop the controller,
 # for tests of helper mode where Antrea is installed and its controller is
-# down. It is stopped (SIGSTOP), not killed: antrea-controller v2.3.2 makes a
-# new self-signed CA at every start, and the agents read its CA from a file
+# down. Paused, not killed: antrea-controller v2.3.2 makes a new self-signed
+# CA at every start, and the agents read its CA from a file
 # (agent-antrea.kubeconfig), so a restarted controller would be one the
 # agents no longer trust (no policies, ControllerConnectionUp false).
-# Stopped, it acts on nothing (no Traceflow, no heartbeat) and answers no
-# one, and `antrea-controller start` brings it back as it was.
-antrea_controller_stop() {
-  alive antrea-controller || die "antrea-controller is not running"
-  kill -STOP "$(cat "$S/pids/antrea-controller.pid")"
-  poll "antrea-controller to stop" 10 antrea_controller_stopped || die "antrea-controller did not stop"
-  log "antrea-controller stopped (lab.sh antrea-controller start resumes it)"
-}
+antrea_controller_stop() { pause antrea-controller; }
 
 # antrea_controller_start (lab.sh antrea-controller start, and lab.sh up on a
 # healthy lab): resume a stopped controller and wait for its APIs.
 antrea_controller_start() {
-  alive antrea-controller || die "antrea-controller is not running: make lab-down, then make lab-up"
   antrea_controller_stopped || return 0
-  kill -CONT "$(cat "$S/pids/antrea-controller.pid")"
-  poll "antrea-controller to resume" 10 bash -c "! sed 's/^.*) //' /proc/$(cat "$S/pids/antrea-controller.pid")/stat | grep -q '^T '" ||
-    die "antrea-controller did not resume"
+  resume antrea-controller
   poll "Antrea's APIServices to be Available" 90 antrea_apiservices_available ||
     die "Antrea's APIServices are not Available after resuming antrea-controller: see $S/logs/antrea-controller.log"
-  log "antrea-controller resumed"
 }
