@@ -27,7 +27,7 @@ func Check(t testing.TB, name string, got []byte) {
 			t.Fatal(err)
 		}
 	}
-	want, err := os.ReadFile(path)
+	want, err := os.ReadFile(path) //nolint:gosec // the calling test names its own testdata file
 	if err != nil {
 		t.Fatalf("%v (run go test -update to create it)", err)
 	}
