@@ -22,7 +22,7 @@ const (
 // Real OVN databases and northd: the rows Read brings back name a logical
 // flow by its stage and datapath, and its ACL by the NetworkPolicy recorded
 // in the ACL's external_ids.
-func TestReadRealDatabases(t *testing.T) {
+func TestIntegrationReadRealDatabases(t *testing.T) {
 	testenv.RequireCommands(t, "ovsdb-tool", "ovsdb-server", "ovn-northd", "ovn-nbctl", "ovn-sbctl")
 	for _, s := range []string{nbSchema, sbSchema} {
 		if _, err := os.Stat(s); err != nil {
