@@ -297,10 +297,8 @@ const lostWrite = "an agent's result is lost when two agents write at once and i
 
 // missing says whose part a trace that Antrea timed out lacks.
 func (f *follower) missing(reason string) string {
-	for _, s := range f.nodes {
-		if s.role == report.RoleSender {
-			return fmt.Sprintf("Antrea ended the trace with %q before every agent reported", reason)
-		}
+	if f.senderSeen() {
+		return fmt.Sprintf("Antrea ended the trace with %q before every agent reported", reason)
 	}
 	sender := "the source pod's node"
 	if f.r.SourceNode != "" {

@@ -26,9 +26,9 @@ import (
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/traceflow"
 )
 
-// Budget bounds the lookups that name a policy: the verdict must not wait
+// budget bounds the lookups that name a policy: the verdict must not wait
 // long for a nicety.
-const Budget = 2 * time.Second
+const budget = 2 * time.Second
 
 // Explainer names the Kubernetes NetworkPolicies behind a drop in a policy
 // table of one trace. Any lookup that fails (RBAC, a pod gone) leaves the
@@ -55,7 +55,7 @@ func (e *Explainer) ExplainDrop(ctx context.Context, hops []outcome.TimedHop, o 
 	if o.Component != report.ComponentNetworkPolicy || o.NetworkPolicy != "" || o.Action.Normalize() != report.ActionDropped {
 		return o
 	}
-	ctx, cancel := context.WithTimeout(ctx, Budget)
+	ctx, cancel := context.WithTimeout(ctx, budget)
 	defer cancel()
 	dir := direction(o.ComponentInfo)
 	src, ok := e.endpointByName(ctx, e.source.Namespace, e.source.Name, e.source.IP)
