@@ -13,7 +13,15 @@ ACTIONLINT_VERSION := v1.7.12
 ACTIONLINT := $(CACHE_DIR)/tools/actionlint-$(ACTIONLINT_VERSION)/actionlint
 GO_LDFLAGS := -s -w -X github.com/kubectl-traceflow/kubectl-traceflow/internal/version.Version=$(VERSION) -X github.com/kubectl-traceflow/kubectl-traceflow/internal/version.Commit=$(COMMIT)
 GO_BUILD := CGO_ENABLED=0 go build -trimpath -ldflags '$(GO_LDFLAGS)'
-TESTSUMMARY := go run ./hack/testsummary
+# Each suite's summary holds every package to its floor of top-level tests,
+# kept in hack/testsummary/floors (one file per suite label); a floor moves
+# only with a commit that says why: `make test-unit UPDATE_FLOORS=1` writes
+# today's counts.
+TESTSUMMARY := go run ./hack/testsummary -floors-dir hack/testsummary/floors $(if $(UPDATE_FLOORS),-update-floors)
+# The unit and integration suites run under the race detector, which needs
+# cgo and a C compiler (make deps installs gcc); CGO_ENABLED=1 makes a
+# missing compiler an error rather than a silent cgo-less build.
+GO_TEST_RACE := CGO_ENABLED=1 go test -race
 
 export CACHE_DIR
 
@@ -48,27 +56,51 @@ lint: $(GOLANGCI) $(ACTIONLINT) vet ## golangci-lint (v2, config in .golangci.ym
 	$(ACTIONLINT) -shellcheck= .github/workflows/*.yml
 
 .PHONY: deps
-deps: ## install the Debian packages the integration and e2e tests need (root; skips what is present)
+deps: ## install the Debian packages the unit, integration and e2e tests need (root; skips what is present)
 	hack/install-deps.sh
 
 .PHONY: test-unit
-test-unit: ## unit tests: no root, no OVS, no cluster
-	go test -json -count=1 ./... | $(TESTSUMMARY) -label unit
+test-unit: ## unit tests under the race detector: no root, no cluster (make deps provides kubectl, ovs-ofctl, xmllint, gcc); a skip fails
+	TRACEFLOW_CI=1 $(GO_TEST_RACE) -json -count=1 ./... | $(TESTSUMMARY) -label unit -forbid-skips
+
+# Each fuzz target's budget in `make fuzz`; hack/fuzz.sh finds every target.
+FUZZTIME ?= 30s
+
+.PHONY: fuzz
+fuzz: ## every Go fuzz target, FUZZTIME (30s) each, one go test -fuzz per target; a crash fails and is kept in testdata/fuzz (about 18 min for 28 targets)
+	hack/fuzz.sh $(FUZZTIME)
+
+.PHONY: fuzz-ci
+fuzz-ci: ## every Go fuzz target for 3s each, as make test runs it (4 to 9 min here)
+	hack/fuzz.sh 3s
 
 .PHONY: test-integration
-test-integration: ## node helper against a real Open vSwitch in network namespaces, the lab's OVN controller against real OVN databases (root)
-	TRACEFLOW_CI=1 go test -json -count=1 -tags integration -run Integration -timeout 20m ./pkg/... ./cmd/... ./test/lab/... | $(TESTSUMMARY) -label "integration (OVS, OVN)" -forbid-skips
+test-integration: ## under the race detector: node helper against a real Open vSwitch in network namespaces, the lab's OVN controller against real OVN databases (root)
+	TRACEFLOW_CI=1 $(GO_TEST_RACE) -json -count=1 -tags integration -run Integration -timeout 20m ./pkg/... ./cmd/... ./test/lab/... | $(TESTSUMMARY) -label "integration (OVS, OVN)" -forbid-skips
 
-# The lab modes (TFLAB_CNI) the e2e suite runs in, one after the other; each
-# test declares the modes it holds in (test/e2e/modes_test.go).
-E2E_MODES ?= lab ovn antrea
+# The lab modes (TFLAB_CNI) the e2e suite runs in, one after the other: every
+# mode the lab has, one file each, test/lab/modes/NN-MODE.sh, in the order of
+# NN. Each test declares the modes it holds in (test/e2e/modes_test.go).
+E2E_MODES ?= $(shell cd test/lab/modes && ls -- *.sh | sed -e 's/^[0-9]*-//' -e 's/\.sh$$//')
 
 .PHONY: test-e2e
-test-e2e: build ## end to end in the lab, once per mode in E2E_MODES: brings it up (or reuses it), runs the built binaries through kubectl
-	@rc=0; for mode in $(E2E_MODES); do \
-	  TFLAB_CNI=$$mode hack/timed.sh "e2e ($$mode)" bash -o pipefail -c \
-	    'TRACEFLOW_CI=1 go test -json -count=1 -tags e2e -timeout 60m ./test/e2e/... | $(TESTSUMMARY) -label "e2e ($$TFLAB_CNI)" -forbid-skips' || { rc=1; test/lab/lab.sh errors $$mode || true; }; \
-	done; exit $$rc
+# The mode whose e2e run drives a plugin built with the race detector: once
+# per make test, the plugin's goroutines meet a real API server, real helpers
+# and interrupts (a race report makes the plugin exit 66, which no test
+# accepts). The helper runs in its image, a static build, in every mode.
+E2E_RACE_MODE ?= lab
+
+.PHONY: build-plugin-race
+build-plugin-race: ## bin/kubectl-traceflow built with the race detector (cgo; make deps installs gcc)
+	CGO_ENABLED=1 go build -race -trimpath -ldflags '$(GO_LDFLAGS)' -o bin/kubectl-traceflow ./cmd/kubectl-traceflow
+
+test-e2e: build ## end to end in the lab, once per mode in E2E_MODES: brings it up (or reuses it), runs the built binaries through kubectl (the plugin under the race detector in E2E_RACE_MODE)
+	@rc=0; recap=$$(mktemp); trap 'rm -f "$$recap"' EXIT; for mode in $(E2E_MODES); do \
+	  if [ "$$mode" = "$(E2E_RACE_MODE)" ]; then $(MAKE) --no-print-directory build-plugin-race; else $(MAKE) --no-print-directory build; fi; \
+	  TFLAB_CNI=$$mode RECAP=$$recap hack/timed.sh "e2e ($$mode)" bash -o pipefail -c \
+	    'TRACEFLOW_CI=1 go test -json -count=1 -tags e2e -timeout 60m ./test/e2e/... | $(TESTSUMMARY) -label "e2e ($$TFLAB_CNI)" -forbid-skips -recap "$$RECAP"' || { rc=1; test/lab/lab.sh errors $$mode || true; }; \
+	done; \
+	if [ $$rc -ne 0 ]; then echo "==== e2e recap, every mode (the failures above, by mode):"; cat "$$recap"; fi; exit $$rc
 
 .PHONY: bench-e2e
 bench-e2e: build ## time to verdict in the lab (helper mode, median of 10) next to the pod-start floor, and a 27-trace check suite (median of 3) with shared helpers and with helper pods per trace
@@ -79,10 +111,11 @@ compare-engines: build ## the lab's Antrea mode: each case traced by Antrea's ag
 	TFLAB_CNI=antrea TRACEFLOW_KEEP_LAB=$${TRACEFLOW_KEEP_LAB:-1} go test -tags e2e -run '^$$' -bench CompareEngines -benchtime 1x -timeout 30m ./test/e2e
 
 .PHONY: test
-test: ## everything CI runs: lint, unit, integration (OVS), e2e (every lab mode), release and krew checks, each timed
+test: ## everything CI runs: lint, unit, fuzz (3s a target), integration (OVS), e2e (every lab mode), release and krew checks, each timed
 	@hack/timed.sh "deps" $(MAKE) --no-print-directory deps
 	@hack/timed.sh "lint" $(MAKE) --no-print-directory lint
 	@hack/timed.sh "unit" $(MAKE) --no-print-directory test-unit
+	@hack/timed.sh "fuzz (every target, 3s each)" $(MAKE) --no-print-directory fuzz-ci
 	@hack/timed.sh "integration (OVS, OVN)" $(MAKE) --no-print-directory test-integration
 	@hack/timed.sh "Kubernetes build (cached after the first)" test/lab/build-k8s.sh
 	@hack/timed.sh "Antrea build (cached after the first)" test/lab/build-antrea.sh

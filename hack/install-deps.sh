@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs the Debian packages that the integration and e2e tests and the lab need.
+# Installs the Debian packages that the unit, integration and e2e tests and the lab need.
 # Idempotent: does nothing when every command is already present.
 set -euo pipefail
 declare -A pkg_of=(
@@ -20,6 +20,11 @@ declare -A pkg_of=(
   [unzip]=unzip
   # `kubectl traceflow check --junit` output is validated against Jenkins' JUnit schema.
   [xmllint]=libxml2-utils
+  # make test-unit and test-integration run under the race detector, which needs cgo's C compiler.
+  [gcc]=gcc
+  # The unit suite drives the plugin through the real kubectl (plugin discovery on PATH);
+  # Debian's kubernetes-client (1.20) dispatches plugins as later versions do.
+  [kubectl]=kubernetes-client
 )
 want=()
 for cmd in "${!pkg_of[@]}"; do

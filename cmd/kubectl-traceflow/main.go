@@ -11,12 +11,8 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"strconv"
-	"strings"
 	"sync"
 	"syscall"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/go-logr/logr"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
@@ -24,6 +20,7 @@ import (
 
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/cli"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/exitcode"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/termsafe"
 )
 
 func main() {
@@ -110,27 +107,8 @@ func (a *abandon) exitNow(stderr io.Writer) {
 func printError(w io.Writer, err error) {
 	if err != nil {
 		// Nowhere is left to report a failed write to stderr.
-		_, _ = fmt.Fprintf(w, "error: %s\n", escapeControls(err.Error()))
+		// Message style escapes in place and keeps newlines: a message
+		// with a hint on its own line stays readable.
+		_, _ = fmt.Fprintf(w, "error: %s\n", termsafe.Escape(err.Error(), termsafe.Message))
 	}
-}
-
-// escapeControls writes control characters (C0 but newline and tab, DEL,
-// C1), bidirectional overrides and invalid UTF-8 as Go escapes (\x1b,
-// \u202e), leaving everything else, non-ASCII text included, as it is.
-func escapeControls(s string) string {
-	var b strings.Builder
-	for i, r := range s {
-		switch {
-		case r == utf8.RuneError && !strings.HasPrefix(s[i:], string(utf8.RuneError)):
-			fmt.Fprintf(&b, "\\x%02x", s[i])
-		case r == '\n' || r == '\t':
-			b.WriteRune(r)
-		case unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r):
-			q := strconv.QuoteRuneToASCII(r)
-			b.WriteString(q[1 : len(q)-1])
-		default:
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
 }

@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/kubectl-traceflow/kubectl-traceflow/internal/version"
-	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/engine"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/report"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/tracer"
 )
 
 func main() {
@@ -93,29 +93,29 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 // its flows and writes its cleanup line before this returns.
 func runTrace(ctx context.Context, o *options, stdin io.Reader, out *report.Writer, logf func(string, ...any)) int {
 	common := o.common(out, logf)
-	if o.injectOnStdin {
+	if o.args.StartOnStdin {
 		if err := waitForGo(ctx, stdin); err != nil {
 			_ = out.Write(report.Line{Type: report.TypeError, Error: &report.Error{Code: report.ErrorSetup, Message: err.Error()}})
 			logf("traceflow-helper trace: %v", err)
-			return engine.ExitSetup
+			return tracer.ExitSetup
 		}
 	}
-	ctx, cancel := context.WithTimeout(ctx, o.timeout+10*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, o.args.Timeout+10*time.Second)
 	defer cancel()
-	var res engine.Outcome
+	var res tracer.Outcome
 	var err error
 	if o.mode == "trace" {
 		spec := o.spec
 		spec.Common = common
-		res, err = engine.Trace(ctx, spec)
+		res, err = tracer.Trace(ctx, spec)
 	} else {
-		res, err = engine.Receive(ctx, common)
+		res, err = tracer.Receive(ctx, common)
 	}
 	if err != nil {
 		code := res.ExitCode
-		var se *engine.SetupError
+		var se *tracer.SetupError
 		if errors.As(err, &se) || code == 0 {
-			code = engine.ExitSetup
+			code = tracer.ExitSetup
 		}
 		_ = out.Write(report.Line{Type: report.TypeError, Error: &report.Error{Code: report.ErrorSetup, Message: err.Error()}})
 		logf("traceflow-helper %s: %v", o.mode, err)

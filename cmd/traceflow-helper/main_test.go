@@ -127,3 +127,30 @@ func TestDefaultTagFromThePool(t *testing.T) {
 		t.Errorf("256 default tags were all %v", seen)
 	}
 }
+
+// Parsing writes nothing, so the helper itself says what flag.FlagSet
+// says of a command line it refuses or of -h: the error, then the
+// subcommand's flags with this node's defaults, before its own line.
+func TestFlagErrorsPrintTheUsage(t *testing.T) {
+	t.Setenv("NODE_NAME", "node-x")
+	for _, tc := range []struct {
+		args       []string
+		code       int
+		start, end string
+	}{
+		{[]string{"trace", "-h"}, 0, "Usage of trace:\n", "\n"},
+		{[]string{"receive", "--frob"}, 1, "flag provided but not defined: -frob\nUsage of receive:\n", "traceflow-helper receive: flag provided but not defined: -frob\n"},
+	} {
+		var out, errb bytes.Buffer
+		code := run(context.Background(), tc.args, nil, &out, &errb)
+		s := errb.String()
+		if code != tc.code || !strings.HasPrefix(s, tc.start) || !strings.HasSuffix(s, tc.end) || out.Len() != 0 {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit %d, stderr from %q to %q", tc.args, code, out.String(), s, tc.code, tc.start, tc.end)
+		}
+		for _, want := range []string{`(default "node-x")`, `(default "/var/run/antrea/apiserver/loopback-client-token")`, `(default "/var/run/openvswitch")`} {
+			if !strings.Contains(s, want) {
+				t.Errorf("%v: the usage does not say %s:\n%s", tc.args, want, s)
+			}
+		}
+	}
+}

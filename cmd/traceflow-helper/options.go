@@ -14,35 +14,26 @@ import (
 
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/dscp"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/antreaagent"
-	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/engine"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/probe"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/report"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/tracer"
 )
 
 var errHelp = errors.New("help requested")
 
-// options holds one subcommand's raw flag values.
+// options is one subcommand's invocation: its flags as given
+// (report.HelperArgs, the contract the plugin writes to), and what the
+// helper makes of them.
 type options struct {
 	mode    string
-	fs      *flag.FlagSet
-	rundir  string
-	bridge  string
-	node    string
-	tag     uint
-	mark    uint
-	timeout time.Duration
-
-	sourcePod, inPort                  string
-	sourceIP, sourceMAC, dest, destMAC string
-	tcp, udp, srcPort                  uint
-	icmp                               bool
-	injectOnStdin                      bool // --start-on-stdin, or --inject-on-stdin
-	tcpFlags, ttl                      uint
-	antreaAgent, antreaToken           string
+	flagOut io.Writer
+	args    report.HelperArgs
+	// tag is --tag, or for a trace without one a tag drawn from the pool.
+	tag uint
 
 	// spec is the sender's trace, checked by parseTrace; its Common is
 	// filled in when the trace runs.
-	spec engine.TraceSpec
+	spec tracer.TraceSpec
 }
 
 // parseTrace parses a trace or receive invocation (args[0] is the mode)
@@ -73,51 +64,27 @@ func nodeName() string {
 	return host
 }
 
-func newOptions(mode string, stderr io.Writer) *options {
-	o := &options{mode: mode, fs: flag.NewFlagSet(mode, flag.ContinueOnError)}
-	fs := o.fs
-	fs.SetOutput(stderr)
-	fs.StringVar(&o.rundir, "ovs-rundir", "/var/run/openvswitch", "OVS run directory: db.sock, BRIDGE.mgmt and ovs-vswitchd.PID.ctl")
-	fs.StringVar(&o.bridge, "bridge", "br-int", "the OVS bridge that carries pod traffic")
-	fs.StringVar(&o.node, "node", nodeName(), "node name to report ($NODE_NAME, else the hostname)")
-	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "how long to wait for the probe; also the flows' hard_timeout")
-	fs.UintVar(&o.mark, "mark", 0, "the probe's mark in its IPv4 identification (low 16 bits) or IPv6 flow label, 1..0xfffff; sender and receivers of one trace must agree (default: derived from the tag; the plugin passes a random one)")
-	fs.StringVar(&o.antreaAgent, "antrea-agent", "", "HOST:PORT of the node's Antrea agent API (127.0.0.1:10350): name the policy and rule behind a conjunction id by asking it (needs --antrea-token readable)")
-	fs.StringVar(&o.antreaToken, "antrea-token", antreaagent.TokenFile, "the token Antrea's agent writes for its own antctl, used with --antrea-agent")
-	fs.BoolVar(&o.injectOnStdin, "start-on-stdin", false, "start, then wait for a line on standard input before installing flows (the plugin's word: at once for a receiver, once every receiver is ready for a sender); the plugin then reads the report through the same attach, without the kubelet's log lag")
-	if mode == "receive" {
-		fs.UintVar(&o.tag, "tag", 0, "the probe's DSCP tag, 1..63 (required)")
-		return o
-	}
-	fs.UintVar(&o.tag, "tag", 0, "the probe's DSCP tag, 1..63 (default: random, from the helper's pool, none of Antrea's tags nor a code point real traffic uses)")
-	fs.StringVar(&o.sourcePod, "source-pod", "", "inject at this pod's port: NAMESPACE/NAME (Antrea pod-namespace/pod-name or OVN-Kubernetes iface-id)")
-	fs.StringVar(&o.inPort, "in-port", "", "inject at this OVS port (instead of --source-pod)")
-	fs.StringVar(&o.dest, "destination", "", "destination IP (IPv4 or IPv6, required)")
-	fs.UintVar(&o.tcp, "tcp", 0, "probe TCP to this destination port (default: TCP 80 unless --udp or --icmp)")
-	fs.UintVar(&o.udp, "udp", 0, "probe UDP to this destination port")
-	fs.BoolVar(&o.icmp, "icmp", false, "probe with an ICMP (ICMPv6) echo request")
-	fs.UintVar(&o.srcPort, "source-port", 0, "TCP/UDP source port (default 32768+tag)")
-	fs.UintVar(&o.tcpFlags, "tcp-flags", 2, "TCP flags byte (2 = SYN)")
-	fs.UintVar(&o.ttl, "ttl", 64, "IP TTL / hop limit")
-	fs.StringVar(&o.sourceIP, "source-ip", "", "probe source IP (default: the port's external_ids ip, ip_addresses or ip-address)")
-	fs.StringVar(&o.sourceMAC, "source-mac", "", "probe source MAC (default: the port's external_ids mac, attached_mac or attached-mac)")
-	fs.BoolVar(&o.injectOnStdin, "inject-on-stdin", false, "the same as --start-on-stdin (the name earlier plugins pass a sender)")
-	fs.StringVar(&o.destMAC, "destination-mac", "", "probe destination MAC (default: the local destination pod's MAC, else the gateway port's)")
-	return o
+func newOptions(mode string, flagOut io.Writer) *options {
+	return &options{mode: mode, flagOut: flagOut}
 }
 
+// parse reads the flags after the mode with report.Parse and checks their
+// values.
 func (o *options) parse(args []string) error {
-	if err := o.fs.Parse(args); err != nil {
+	a, err := report.Parse(append([]string{o.mode}, args...))
+	if err != nil {
+		var fe *report.FlagError
+		if errors.As(err, &fe) {
+			o.printFlagError(fe)
+		}
 		if errors.Is(err, flag.ErrHelp) {
 			return errHelp
 		}
 		return err
 	}
-	if o.fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %v", o.fs.Args())
-	}
-	if o.timeout <= 0 || o.timeout > 300*time.Second {
-		return fmt.Errorf("--timeout %s out of range (0, 300s]", o.timeout)
+	o.args, o.tag = a, a.Tag
+	if a.Timeout <= 0 || a.Timeout > 300*time.Second {
+		return fmt.Errorf("--timeout %s out of range (0, 300s]", a.Timeout)
 	}
 	if o.mode == "receive" && o.tag == 0 {
 		return errors.New("--tag is required: the tag the sender's probe carries")
@@ -128,15 +95,30 @@ func (o *options) parse(args []string) error {
 	if o.tag > 63 {
 		return fmt.Errorf("--tag %d out of range 1..63 (a DSCP value)", o.tag)
 	}
-	if o.antreaAgent != "" {
-		if _, _, err := net.SplitHostPort(o.antreaAgent); err != nil {
-			return fmt.Errorf("--antrea-agent %q: want HOST:PORT: %w", o.antreaAgent, err)
+	if a.AntreaAgent != "" {
+		if _, _, err := net.SplitHostPort(a.AntreaAgent); err != nil {
+			return fmt.Errorf("--antrea-agent %q: want HOST:PORT: %w", a.AntreaAgent, err)
 		}
 	}
-	if o.mark > probe.MaxMark {
-		return fmt.Errorf("--mark %#x out of range 1..%#x (an IPv6 flow label)", o.mark, probe.MaxMark)
+	if a.Mark > probe.MaxMark {
+		return fmt.Errorf("--mark %#x out of range 1..%#x (an IPv6 flow label)", a.Mark, probe.MaxMark)
 	}
 	return nil
+}
+
+// printFlagError writes to flagOut what a flag.FlagSet writes of a command
+// line it refuses: the error (none for -h), then the usage, with the
+// defaults of --node and --antrea-token that only this node knows.
+func (o *options) printFlagError(fe *report.FlagError) {
+	if !errors.Is(fe, flag.ErrHelp) {
+		_, _ = fmt.Fprintln(o.flagOut, fe)
+	}
+	fs := report.FlagSet(report.Subcommand(o.mode))
+	fs.SetOutput(o.flagOut)
+	fs.Lookup("node").DefValue = nodeName()
+	fs.Lookup("antrea-token").DefValue = antreaagent.TokenFile
+	_, _ = fmt.Fprintf(o.flagOut, "Usage of %s:\n", o.mode)
+	fs.PrintDefaults()
 }
 
 // randomTag is a tag from the helper's pool (dscp.Pool): never one an Antrea
@@ -148,14 +130,19 @@ func randomTag() uint8 {
 	return p[int(b[0])%len(p)]
 }
 
-func (o *options) common(out *report.Writer, logf func(string, ...any)) engine.Common {
-	var rules engine.RuleNamer
-	if o.antreaAgent != "" {
-		rules = &antreaagent.Client{Addr: o.antreaAgent, TokenFile: o.antreaToken}
+func (o *options) common(out *report.Writer, logf func(string, ...any)) tracer.Common {
+	a := o.args
+	var rules tracer.RuleNamer
+	if a.AntreaAgent != "" {
+		rules = &antreaagent.Client{Addr: a.AntreaAgent, TokenFile: a.AntreaToken}
 	}
-	return engine.Common{
+	node := a.Node
+	if node == "" {
+		node = nodeName()
+	}
+	return tracer.Common{
 		Rules:  rules,
-		Rundir: o.rundir, Bridge: o.bridge, Node: o.node, Tag: uint8(o.tag), Mark: uint32(o.mark), Timeout: o.timeout, //nolint:gosec // checked <= 63 and <= MaxMark
+		Rundir: a.OVSRunDir, Bridge: a.Bridge, Node: node, Tag: uint8(o.tag), Mark: uint32(a.Mark), Timeout: a.Timeout, //nolint:gosec // checked <= 63 and <= MaxMark
 		Out: out, Logf: logf,
 		Random: func() uint32 {
 			var b [4]byte
@@ -165,17 +152,18 @@ func (o *options) common(out *report.Writer, logf func(string, ...any)) engine.C
 	}
 }
 
-func (o *options) traceSpec() (engine.TraceSpec, error) {
-	s := engine.TraceSpec{SourcePod: o.sourcePod, InPort: o.inPort}
-	if (o.sourcePod == "") == (o.inPort == "") {
+func (o *options) traceSpec() (tracer.TraceSpec, error) {
+	p := o.args.Probe
+	s := tracer.TraceSpec{SourcePod: p.SourcePod, InPort: p.InPort}
+	if (p.SourcePod == "") == (p.InPort == "") {
 		return s, errors.New("give exactly one of --source-pod NAMESPACE/NAME and --in-port OVS_PORT")
 	}
 	var err error
-	if s.Destination, err = netip.ParseAddr(o.dest); err != nil {
-		return s, fmt.Errorf("--destination %q: want an IP address", o.dest)
+	if s.Destination, err = netip.ParseAddr(p.Destination); err != nil {
+		return s, fmt.Errorf("--destination %q: want an IP address", p.Destination)
 	}
 	n := 0
-	for _, set := range []bool{o.tcp != 0, o.udp != 0, o.icmp} {
+	for _, set := range []bool{p.TCP != 0, p.UDP != 0, p.ICMP} {
 		if set {
 			n++
 		}
@@ -184,32 +172,39 @@ func (o *options) traceSpec() (engine.TraceSpec, error) {
 		return s, errors.New("give at most one of --tcp, --udp and --icmp")
 	}
 	switch {
-	case o.udp != 0:
-		s.Protocol, s.DstPort = probe.UDP, uint16(o.udp) //nolint:gosec // checked below
-	case o.icmp:
+	case p.UDP != 0:
+		s.Protocol, s.DstPort = probe.UDP, uint16(p.UDP) //nolint:gosec // checked below
+	case p.ICMP:
 		s.Protocol = probe.ICMP
 	default:
 		s.Protocol, s.DstPort = probe.TCP, 80
-		if o.tcp != 0 {
-			s.DstPort = uint16(o.tcp) //nolint:gosec // checked below
+		if p.TCP != 0 {
+			s.DstPort = uint16(p.TCP) //nolint:gosec // checked below
 		}
 	}
-	if o.tcp > 65535 || o.udp > 65535 || o.srcPort > 65535 || o.tcpFlags > 255 || o.ttl > 255 || o.ttl == 0 {
+	tcpFlags, ttl := uint(report.DefaultTCPFlags), uint(report.DefaultTTL)
+	if p.TCPFlags != nil {
+		tcpFlags = *p.TCPFlags
+	}
+	if p.TTL != nil {
+		ttl = *p.TTL
+	}
+	if p.TCP > 65535 || p.UDP > 65535 || p.SourcePort > 65535 || tcpFlags > 255 || ttl > 255 || ttl == 0 {
 		return s, errors.New("a port is above 65535, --tcp-flags above 255 or --ttl not in 1..255")
 	}
-	s.SrcPort, s.TCPFlags, s.TTL = uint16(o.srcPort), uint8(o.tcpFlags), uint8(o.ttl) //nolint:gosec // checked above
-	if o.sourceIP != "" {
-		if s.SourceIP, err = netip.ParseAddr(o.sourceIP); err != nil {
-			return s, fmt.Errorf("--source-ip %q: want an IP address", o.sourceIP)
+	s.SrcPort, s.TCPFlags, s.TTL = uint16(p.SourcePort), uint8(tcpFlags), uint8(ttl) //nolint:gosec // checked above
+	if p.SourceIP != "" {
+		if s.SourceIP, err = netip.ParseAddr(p.SourceIP); err != nil {
+			return s, fmt.Errorf("--source-ip %q: want an IP address", p.SourceIP)
 		}
 	}
-	if o.sourceMAC != "" {
-		if s.SourceMAC, err = net.ParseMAC(o.sourceMAC); err != nil {
+	if p.SourceMAC != "" {
+		if s.SourceMAC, err = net.ParseMAC(p.SourceMAC); err != nil {
 			return s, fmt.Errorf("--source-mac: %w", err)
 		}
 	}
-	if o.destMAC != "" {
-		if s.DestinationMAC, err = net.ParseMAC(o.destMAC); err != nil {
+	if p.DestinationMAC != "" {
+		if s.DestinationMAC, err = net.ParseMAC(p.DestinationMAC); err != nil {
 			return s, fmt.Errorf("--destination-mac: %w", err)
 		}
 	}

@@ -12,8 +12,8 @@ import (
 	"sync"
 
 	"github.com/kubectl-traceflow/kubectl-traceflow/internal/version"
-	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/engine"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/report"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/tracer"
 )
 
 // maxCommand bounds a command line: a trace's arguments fit in a few
@@ -62,7 +62,7 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 	node := nodeName()
 	if err := out.Write(report.Line{Type: report.TypeServing, Serving: &report.Serving{Node: node, HelperVersion: version.Version}}); err != nil {
 		logf("traceflow-helper serve: write the serving line: %v", err)
-		return engine.ExitSetup
+		return tracer.ExitSetup
 	}
 	logf("traceflow-helper serve: node %s, reading commands on standard input (at most %d traces at once)", node, *maxTraces)
 
@@ -101,7 +101,7 @@ loop:
 		msg := fmt.Sprintf("read commands from standard input: %v", readErr)
 		_ = out.Write(report.Line{Type: report.TypeError, Error: &report.Error{Code: report.ErrorSetup, Message: msg}})
 		logf("traceflow-helper serve: %s", msg)
-		return engine.ExitSetup
+		return tracer.ExitSetup
 	}
 	logf("traceflow-helper serve: every trace stopped")
 	return 0
@@ -204,7 +204,7 @@ func (s *server) start(id string, args []string) {
 		s.refuse(id, "%s: %v", args[0], err)
 		return
 	}
-	if o.injectOnStdin {
+	if o.args.StartOnStdin {
 		s.refuse(id, "--start-on-stdin (--inject-on-stdin) is for a one-shot helper: serve's standard input carries its commands, so start the trace when it should inject")
 		return
 	}

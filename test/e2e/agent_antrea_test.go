@@ -94,9 +94,7 @@ func antreaLostResult(t testing.TB, name string) string {
 func TestAntreaAutoPicksAgent(t *testing.T) {
 	f := getTraceFixture(t)
 	r := agentTrace(t, "-n", f.ns, "a", "b", "--tcp", "80")
-	if r.code != 0 {
-		t.Fatalf("exit %d", r.code)
-	}
+	checkAgainstTraffic(t, r, realTraffic(t, probe{f.ns, "a", "tcp", f.pods["b"].Status.PodIP, 80}), "")
 	want := "healthy by AntreaControllerInfo and AntreaAgentInfo (heartbeats at most"
 	if !strings.Contains(r.stderr, want) {
 		t.Errorf("the engine line does not say Antrea's health records decided: %s", r.stderr)
@@ -170,38 +168,7 @@ func TestAntreaK8sPolicyDrop(t *testing.T) {
 func TestAntreaNativePolicies(t *testing.T) {
 	f := getTraceFixture(t)
 	acnp := "e2e-drop-" + f.ns
-	apply(t, fmt.Sprintf(`apiVersion: crd.antrea.io/v1beta1
-kind: ClusterNetworkPolicy
-metadata: {name: %[1]s}
-spec:
-  priority: 5
-  tier: application
-  appliedTo:
-  - podSelector: {matchLabels: {app: peer}}
-    namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: %[2]s}}
-  ingress:
-  - name: drop-8080
-    action: Drop
-    from:
-    - podSelector: {matchLabels: {app: client}}
-      namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: %[2]s}}
-    ports: [{protocol: TCP, port: 8080}]
----
-apiVersion: crd.antrea.io/v1beta1
-kind: NetworkPolicy
-metadata: {name: reject-web, namespace: %[2]s}
-spec:
-  priority: 5
-  tier: application
-  appliedTo:
-  - podSelector: {matchLabels: {app: web}}
-  ingress:
-  - name: reject-8080
-    action: Reject
-    from:
-    - podSelector: {matchLabels: {app: client}}
-    ports: [{protocol: TCP, port: 8080}]
-`, acnp, f.ns))
+	apply(t, antreaDropToPeer(acnp, f.ns)+antreaRejectToWeb(f.ns))
 	defer mustKubectl(t, "delete", "clusternetworkpolicies.crd.antrea.io", acnp, "--ignore-not-found")
 	defer mustKubectl(t, "delete", "networkpolicies.crd.antrea.io", "-n", f.ns, "reject-web", "--ignore-not-found")
 

@@ -10,8 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/check"
+
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/report"
-	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/suite"
 )
 
 // Issue 25: agent mode says what helper mode says. In the lab's Antrea
@@ -46,44 +47,13 @@ func newDefaultDenyFixture(t *testing.T) *defaultDenyFixture {
 	for name, p := range pods {
 		ips[name] = p.Status.PodIP
 	}
-	apply(t, fmt.Sprintf(`apiVersion: networking.k8s.io/v1
-kind: NetworkPolicy
-metadata: {name: isolate, namespace: %[1]s}
-spec:
-  podSelector: {matchLabels: {app: isolated}}
-  policyTypes: [Ingress]
----
-apiVersion: networking.k8s.io/v1
-kind: NetworkPolicy
-metadata: {name: only-8080, namespace: %[1]s}
-spec:
-  podSelector: {matchLabels: {app: other-port}}
-  ingress:
-  - ports: [{protocol: TCP, port: 8080}]
----
-apiVersion: networking.k8s.io/v1
-kind: NetworkPolicy
-metadata: {name: from-peer-ns, namespace: %[1]s}
-spec:
-  podSelector: {matchLabels: {app: ns-peer}}
-  ingress:
-  - from: [{namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: %[2]s}}}]
----
-apiVersion: networking.k8s.io/v1
-kind: NetworkPolicy
-metadata: {name: all-but-src, namespace: %[1]s}
-spec:
-  podSelector: {matchLabels: {app: except}}
-  ingress:
-  - from: [{ipBlock: {cidr: 10.0.0.0/8, except: [%[3]s/32]}}]
----
-apiVersion: networking.k8s.io/v1
-kind: NetworkPolicy
-metadata: {name: no-egress, namespace: %[1]s}
-spec:
-  podSelector: {matchLabels: {app: walled}}
-  policyTypes: [Egress]
-`, ns, other, ips["src"]))
+	apply(t, denyIngress(ns, "isolate", "isolated")+
+		netpol{ns: ns, name: "only-8080", app: "other-port", ingress: []string{tcpRule("", 8080)}}.yaml()+
+		netpol{ns: ns, name: "from-peer-ns", app: "ns-peer", ingress: []string{
+			fmt.Sprintf("{from: [{namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: %s}}}]}", other)}}.yaml()+
+		netpol{ns: ns, name: "all-but-src", app: "except", ingress: []string{
+			fmt.Sprintf("{from: [{ipBlock: {cidr: 10.0.0.0/8, except: [%s/32]}}]}", ips["src"])}}.yaml()+
+		denyEgress(ns, "no-egress", "walled"))
 	return &defaultDenyFixture{ns: ns, other: other, ips: ips}
 }
 
@@ -162,13 +132,7 @@ func TestAntreaAutoNamesDefaultDeny(t *testing.T) {
 // timeout that now says why and what to do.
 func TestAntreaAutoServiceWithoutEndpoints(t *testing.T) {
 	f := getTraceFixture(t)
-	apply(t, fmt.Sprintf(`apiVersion: v1
-kind: Service
-metadata: {name: nobody, namespace: %s}
-spec:
-  selector: {app: nobody}
-  ports: [{port: 80, targetPort: 80}]
-`, f.ns))
+	apply(t, serviceSpec(f.ns, "nobody", "nobody", svcPort{port: 80, target: 80}))
 	ip := strings.TrimSpace(mustKubectl(t, "get", "service", "-n", f.ns, "nobody", "-o", "jsonpath={.spec.clusterIP}"))
 	p := probe{f.ns, "a", "tcp", ip, 80}
 	waitTraffic(t, p, refused)
@@ -203,7 +167,7 @@ kind: %s
 defaults: {namespace: %s}
 cases:
 - {name: a reaches locked (wrong), from: {pod: a}, to: {pod: locked}, port: 80}
-`, suite.APIVersion, suite.Kind, f.ns), "-f", "-", "--junit", file, "--engine", "auto")
+`, check.APIVersion, check.Kind, f.ns), "-f", "-", "--junit", file, "--engine", "auto")
 	if real := realTraffic(t, p); real != timedOut {
 		t.Fatalf("real traffic %s: the case's premise does not hold", real)
 	}

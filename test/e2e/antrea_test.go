@@ -178,9 +178,12 @@ spec:
 		last[r.Node] = o.Component + "/" + o.Action
 	}
 	want := map[string]string{labNodes[0].name: "Forwarding/Forwarded", labNodes[1].name: "Forwarding/Delivered"}
-	for node, w := range want {
-		if last[node] != w {
-			t.Errorf("Traceflow %s: %s ends with %q, want %q (all results: %+v)", name, node, last[node], w, tf.Status.Results)
+	for node, end := range want {
+		if last[node] != end {
+			t.Errorf("Traceflow %s: %s ends with %q, want %q (all results: %+v)", name, node, last[node], end, tf.Status.Results)
 		}
+	}
+	if real := realTraffic(t, probe{w.ns, "client", "tcp", w.pods["srv-2"].Status.PodIP, 80}); real != served {
+		t.Errorf("Antrea's Traceflow says Delivered; real traffic between the same pods was %s", real)
 	}
 }

@@ -91,28 +91,9 @@ spec:
 		podSpec(ns, "s2", labNodes[0].name, map[string]string{"app": "dst"})+
 		podSpec(ns, "r0", labNodes[1].name, map[string]string{"app": "backend"})+
 		podSpec(ns, "r1", labNodes[1].name, map[string]string{"app": "deny"})+
-		fmt.Sprintf(`apiVersion: v1
-kind: Service
-metadata: {name: echo, namespace: %[1]s}
-spec:
-  selector: {app: backend}
-  ports: [{name: http, port: 80, targetPort: 8080}]
----
-apiVersion: networking.k8s.io/v1
-kind: NetworkPolicy
-metadata: {name: allow-all-egress, namespace: %[1]s}
-spec:
-  podSelector: {}
-  policyTypes: [Egress]
-  egress: [{}]
----
-apiVersion: networking.k8s.io/v1
-kind: NetworkPolicy
-metadata: {name: deny-ingress, namespace: %[1]s}
-spec:
-  podSelector: {matchLabels: {app: deny}}
-  policyTypes: [Ingress]
-`, ns))
+		serviceSpec(ns, "echo", "backend", svcPort{name: "http", port: 80, target: 8080})+
+		netpol{ns: ns, name: "allow-all-egress", types: []string{"Egress"}, egress: []string{"{}"}}.yaml()+
+		denyIngress(ns, "deny-ingress", "deny"))
 	sp := waitPods(tb, ns, "s0", "s1", "s2", "r0", "r1")
 	sip := func(pod string) string { return sp[pod].Status.PodIP }
 	echoIP := strings.TrimSpace(mustKubectl(tb, "get", "service", "-n", ns, "echo", "-o", "jsonpath={.spec.clusterIP}"))

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/install"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/labels"
 )
 
 // The fault campaign of issue 15, in the lab's default mode. Each row ends
@@ -23,7 +24,7 @@ import (
 // managedLeases lists every tag claim in the cluster.
 func managedLeases(t testing.TB) string {
 	t.Helper()
-	return strings.TrimSpace(mustKubectl(t, "get", "leases", "-A", "-l=app.kubernetes.io/managed-by=kubectl-traceflow", "-o", "name"))
+	return strings.TrimSpace(mustKubectl(t, "get", "leases", "-A", "-l="+labels.Selector, "-o", "name"))
 }
 
 // Row 7: `cleanup` while another user's trace runs: that trace completes
@@ -45,6 +46,9 @@ func TestFaultCleanupWhileAnotherTraceRuns(t *testing.T) {
 	}
 	if code := cmd.ProcessState.ExitCode(); code != 0 || !strings.Contains(verdict, "result=Delivered") {
 		t.Fatalf("the trace running during cleanup: exit %d, %q; want exit 0, Delivered", code, verdict)
+	}
+	if real := realTraffic(t, probe{f.ns, "a", "tcp", f.pods["b"].Status.PodIP, 80}); real != served {
+		t.Errorf("the trace said Delivered; real traffic between the same pods was %s", real)
 	}
 	eventually(t, 10*time.Second, "nothing left", func() error {
 		if p := helperPods(t); p != "" {
@@ -133,6 +137,9 @@ func TestFaultRBACVerbMissing(t *testing.T) {
 			r := runTrace(t, "-n", f.ns, "a", "b", "--tcp", "80", "--as", user)
 			if r.code != tc.wantCode || !strings.Contains(r.stderr+r.stdout, tc.want) {
 				t.Fatalf("without %s %s: exit %d; want exit %d and %q", tc.verb, tc.resource, r.code, tc.wantCode, tc.want)
+			}
+			if tc.wantCode == 0 {
+				checkAgainstTraffic(t, r, realTraffic(t, probe{f.ns, "a", "tcp", f.pods["b"].Status.PodIP, 80}), "")
 			}
 			eventually(t, 10*time.Second, "nothing left", func() error {
 				if p := helperPods(t); p != "" {

@@ -65,6 +65,9 @@ func TestLiveViewInTmux(t *testing.T) {
 	if !strings.Contains(final, "EXIT=0") || !strings.Contains(final, "DELIVERED") {
 		t.Fatalf("final screen lacks the verdict or exit 0")
 	}
+	if real := realTraffic(t, probe{f.ns, "a", "tcp", f.pods["b"].Status.PodIP, 80}); real != served {
+		t.Errorf("the live view said DELIVERED; real traffic between the same pods was %s", real)
+	}
 	waiting, hopsBeforeVerdict := false, false
 	for i, s := range screens {
 		lines := strings.Split(s, "\n")

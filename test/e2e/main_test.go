@@ -72,7 +72,15 @@ func TestMain(m *testing.M) {
 		os.Exit(m.Run())
 	}
 	setup()
+	if lab.setupErr == "" {
+		startWatch(stateDir())
+	}
 	code := m.Run()
+	stopWatch()
+	if d := labDead(); d != "" {
+		// Again after every test's output, where the recap is read.
+		fmt.Fprintf(os.Stderr, "e2e: during this run a daemon of the lab died: %s\n", d)
+	}
 	if lab.setupErr == "" && !lab.down && !keepLab() {
 		out, err := exec.Command(labScript(), "down").CombinedOutput()
 		if err != nil {
@@ -100,10 +108,10 @@ func setup() {
 		lab.setupErr = fmt.Sprintf("building the Kubernetes binaries: %v\n%s", err, out)
 		return
 	}
-	// Likewise Antrea's, in Antrea mode (a missing source tarball fails here).
-	if labMode() == modeAntrea {
-		if out, err := exec.Command(filepath.Join(repoRoot(), "test", "lab", "build-antrea.sh")).CombinedOutput(); err != nil {
-			lab.setupErr = fmt.Sprintf("building Antrea: %v\n%s", err, out)
+	// Likewise the mode's own build (Antrea's, in Antrea mode).
+	if b := modeRow(labMode()).prebuild; b != "" {
+		if out, err := exec.Command(filepath.Join(repoRoot(), "test", "lab", b)).CombinedOutput(); err != nil {
+			lab.setupErr = fmt.Sprintf("building %s: %v\n%s", modeRow(labMode()).prebuilds, err, out)
 			return
 		}
 	}
@@ -205,29 +213,6 @@ func createNamespace(t testing.TB, ns string) {
 		_, err := kubectl(context.Background(), "get", "serviceaccount", "-n", ns, "default")
 		return err
 	})
-}
-
-// podSpec is a workload pod pinned to a node.
-func podSpec(ns, name, node string, labels map[string]string, args ...string) string {
-	var l []string
-	for k, v := range labels {
-		l = append(l, fmt.Sprintf("%s: %q", k, v))
-	}
-	a, _ := json.Marshal(args)
-	return fmt.Sprintf(`apiVersion: v1
-kind: Pod
-metadata: {name: %s, namespace: %s, labels: {%s}}
-spec:
-  nodeName: %s
-  terminationGracePeriodSeconds: 1
-  containers:
-  - name: workload
-    image: %s
-    imagePullPolicy: Never
-    args: %s
-    env: [{name: POD_NAME, valueFrom: {fieldRef: {fieldPath: metadata.name}}}]
----
-`, name, ns, strings.Join(l, ", "), node, workloadImage, a)
 }
 
 func getPod(t testing.TB, ns, name string) *corev1.Pod {

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -39,13 +40,7 @@ func getWeb(t testing.TB) *webFixture {
 	m := podSpec(ns, "srv-1", labNodes[0].name, map[string]string{"app": "web"}) +
 		podSpec(ns, "srv-2", labNodes[1].name, map[string]string{"app": "web"}) +
 		podSpec(ns, "client", labNodes[0].name, map[string]string{"role": "client"}) +
-		fmt.Sprintf(`apiVersion: v1
-kind: Service
-metadata: {name: web, namespace: %s}
-spec:
-  selector: {app: web}
-  ports: [{name: http, port: 80, targetPort: 80}, {name: alt, port: 8080, targetPort: 8080}]
-`, ns)
+		serviceSpec(ns, "web", "web", http80, svcPort{name: "alt", port: 8080, target: 8080})
 	apply(t, m)
 	w := &webFixture{ns: ns, pods: waitPods(t, ns, "srv-1", "srv-2", "client")}
 	w.clusterIP = strings.TrimSpace(mustKubectl(t, "get", "service", "-n", ns, "web", "-o", "jsonpath={.spec.clusterIP}"))
@@ -131,7 +126,7 @@ func TestClusterIPServiceReachesBothNodes(t *testing.T) {
 		}
 		return nil
 	})
-	hairpinSrc := map[string]string{modeLab: "169.254.0.253", modeOVN: "169.254.169.5", modeAntrea: "10.244.1.1"}[labMode()]
+	hairpinSrc := modeRow(labMode()).hairpinSrc
 	if logs := mustKubectl(t, "logs", "-n", w.ns, "srv-1"); !strings.Contains(logs, "from "+hairpinSrc+":") {
 		t.Errorf("srv-1 did not see its hairpin connection come from %s:\n%s", hairpinSrc, logs)
 	}
@@ -155,17 +150,10 @@ func TestNetworkPolicyIngressDeny(t *testing.T) {
 		})
 	}
 	// server accepts only port 8080, and port 80 only from role=friend.
-	apply(t, fmt.Sprintf(`apiVersion: networking.k8s.io/v1
-kind: NetworkPolicy
-metadata: {name: server-ingress, namespace: %s}
-spec:
-  podSelector: {matchLabels: {app: server}}
-  policyTypes: [Ingress]
-  ingress:
-  - ports: [{protocol: TCP, port: 8080}]
-  - from: [{podSelector: {matchLabels: {role: friend}}}]
-    ports: [{protocol: TCP, port: 80}]
-`, ns))
+	apply(t, netpol{ns: ns, name: "server-ingress", app: "server", types: []string{"Ingress"}, ingress: []string{
+		tcpRule("", 8080),
+		tcpRule("from: [{podSelector: {matchLabels: {role: friend}}}]", 80),
+	}}.yaml())
 	eventually(t, 20*time.Second, "the policy to deny client -> server:80", func() error {
 		if out, err := execIn(ns, "client", "get", "-timeout", "1s", "http://"+server+"/"); err == nil {
 			return fmt.Errorf("still allowed: %q", out)
@@ -199,7 +187,16 @@ func TestKubectlLogsFollow(t *testing.T) {
 	ns := namespace(t, "logs")
 	apply(t, podSpec(ns, "ticker", labNodes[1].name, nil, "serve", "-log-every", "200ms"))
 	waitPods(t, ns, "ticker")
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	// What the pod had written before the follow starts: its last tick.
+	// Ticks numbered beyond it were written later, so a follow that shows
+	// them streamed them as the pod wrote them (no clock involved).
+	before := -1
+	for _, l := range strings.Split(mustKubectl(t, "logs", "-n", ns, "ticker"), "\n") {
+		if n, err := strconv.Atoi(strings.TrimPrefix(l, "tick ")); err == nil && strings.HasPrefix(l, "tick ") {
+			before = n
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // ends a hung follow only
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "kubectl", "logs", "-f", "-n", ns, "ticker")
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+filepath.Join(stateDir(), "kubeconfig"))
@@ -211,23 +208,15 @@ func TestKubectlLogsFollow(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { cancel(); _ = cmd.Wait() }()
-	// The backlog arrives at once; lines that arrive more than a second
-	// after the first one were streamed as the pod wrote them.
 	sc := bufio.NewScanner(stdout)
-	var first time.Time
 	late := 0
 	for late < 3 && sc.Scan() {
-		if !strings.HasPrefix(sc.Text(), "tick ") {
-			continue
-		}
-		if first.IsZero() {
-			first = time.Now()
-		} else if time.Since(first) > time.Second {
+		if n, err := strconv.Atoi(strings.TrimPrefix(sc.Text(), "tick ")); err == nil && n > before {
 			late++
 		}
 	}
 	if late < 3 {
-		t.Fatalf("kubectl logs -f stopped streaming (%d lines after the first second): %v", late, sc.Err())
+		t.Fatalf("kubectl logs -f stopped streaming (%d lines written after tick %d): %v", late, before, sc.Err())
 	}
 }
 
@@ -354,12 +343,7 @@ func TestKubeletProbesReachPods(t *testing.T) {
 	requireLab(t)
 	ns := namespace(t, "probes")
 	var m strings.Builder
-	fmt.Fprintf(&m, `apiVersion: networking.k8s.io/v1
-kind: NetworkPolicy
-metadata: {name: deny-all-ingress, namespace: %s}
-spec: {podSelector: {}, policyTypes: [Ingress]}
----
-`, ns)
+	m.WriteString(denyIngress(ns, "deny-all-ingress", ""))
 	for i, n := range labNodes {
 		fmt.Fprintf(&m, `apiVersion: v1
 kind: Pod
@@ -382,7 +366,7 @@ spec:
 	// The node reaches its pods through its gateway in lab mode (Antrea's
 	// antrea-gw0 holds .1), through the management port ovn-k8s-mp0 (.2)
 	// in OVN mode, as OVN-Kubernetes does.
-	from := map[string]string{modeLab: "10.244.1.1", modeOVN: "10.244.1.2"}[labMode()]
+	from := modeRow(labMode()).nodeSrc
 	if !strings.Contains(out, "http 8080 /ready from "+from) {
 		t.Errorf("probes did not come from the node's address on the pod network %s:\n%s", from, out)
 	}

@@ -177,3 +177,59 @@ func protoArgs(p probe) []string {
 	}
 	return []string{"--" + p.proto, strconv.Itoa(p.port)}
 }
+
+// probeOf is the real traffic a `check` case stands for: from its source
+// pod to its destination (the endpoint's IP for an endpoint of
+// --all-endpoints, a Service's ClusterIP, a pod's IP or the IP given) with
+// the case's protocol and port, read from its -o json object.
+func probeOf(t testing.TB, c checkCase) probe {
+	t.Helper()
+	ns, pod, ok := strings.Cut(c.Source, "/")
+	if !ok {
+		t.Fatalf("case %q: source %q is no pod", c.Case, c.Source)
+	}
+	p := probe{ns: ns, pod: pod}
+	fields := strings.Fields(c.Packet)
+	switch {
+	case len(fields) >= 3 && (fields[0] == "TCP" || fields[0] == "UDP") && fields[1] == "port":
+		p.proto = strings.ToLower(fields[0])
+		port, err := strconv.Atoi(strings.TrimSuffix(fields[2], ","))
+		if err != nil {
+			t.Fatalf("case %q: packet %q: %v", c.Case, c.Packet, err)
+		}
+		p.port = port
+	case strings.HasPrefix(c.Packet, "ICMP"):
+		p.proto = "icmp"
+	default:
+		t.Fatalf("case %q: packet %q is none the workload speaks", c.Case, c.Packet)
+	}
+	_, ep, isEndpoint := strings.Cut(c.Case, "[endpoint ")
+	dns, rest, _ := strings.Cut(c.Destination, "/")
+	svc, isService := strings.CutPrefix(rest, "svc/")
+	switch {
+	case isEndpoint:
+		host, _, _ := strings.Cut(strings.TrimSuffix(ep, "]"), ":")
+		p.dst = host
+	case isService:
+		p.dst = strings.TrimSpace(mustKubectl(t, "get", "service", "-n", dns, svc, "-o", "jsonpath={.spec.clusterIP}"))
+	case rest != "":
+		p.dst = strings.TrimSpace(mustKubectl(t, "get", "pod", "-n", dns, rest, "-o", "jsonpath={.status.podIP}"))
+	default:
+		p.dst = c.Destination
+	}
+	return p
+}
+
+// checkCasesAgainstTraffic holds every case of a `check` run to its own
+// real traffic: the verdict each reports must be the one its traffic
+// calls for (checkAgainstTraffic's rule), whatever the case expected.
+func checkCasesAgainstTraffic(t testing.TB, cases []checkCase) {
+	t.Helper()
+	for _, c := range cases {
+		p := probeOf(t, c)
+		real := realTraffic(t, p)
+		if want := verdictFor[real]; c.Verdict != string(want) {
+			t.Errorf("case %q: real traffic %s -> %s %s:%d was %s, so the verdict must be %s; it is %s", c.Case, c.Source, p.proto, p.dst, p.port, real, want, c.Verdict)
+		}
+	}
+}

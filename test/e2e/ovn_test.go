@@ -121,14 +121,8 @@ func TestOVNPolicyDropSeenByDetrace(t *testing.T) {
 	ns := namespace(t, "detrace")
 	node := labNodes[1].name
 	apply(t, podSpec(ns, "server", node, map[string]string{"app": "server"})+
-		podSpec(ns, "client", node, map[string]string{"role": "client"})+fmt.Sprintf(`apiVersion: networking.k8s.io/v1
-kind: NetworkPolicy
-metadata: {name: only-8080, namespace: %s}
-spec:
-  podSelector: {matchLabels: {app: server}}
-  policyTypes: [Ingress]
-  ingress: [{ports: [{protocol: TCP, port: 8080}]}]
-`, ns))
+		podSpec(ns, "client", node, map[string]string{"role": "client"})+
+		netpol{ns: ns, name: "only-8080", app: "server", types: []string{"Ingress"}, ingress: []string{tcpRule("", 8080)}}.yaml())
 	pods := waitPods(t, ns, "server", "client")
 	server, client := pods["server"].Status.PodIP, pods["client"].Status.PodIP
 	waitTraffic(t, probe{ns, "client", "tcp", server, 80}, timedOut)

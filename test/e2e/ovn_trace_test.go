@@ -123,13 +123,7 @@ func TestTraceOVNPolicyDrops(t *testing.T) {
 	})
 	t.Run("egress", func(t *testing.T) {
 		ns := namespace(t, "ovn-egress")
-		apply(t, podSpec(ns, "out", labNodes[0].name, map[string]string{"app": "out"})+fmt.Sprintf(`apiVersion: networking.k8s.io/v1
-kind: NetworkPolicy
-metadata: {name: no-egress, namespace: %s}
-spec:
-  podSelector: {matchLabels: {app: out}}
-  policyTypes: [Egress]
-`, ns))
+		apply(t, podSpec(ns, "out", labNodes[0].name, map[string]string{"app": "out"})+denyEgress(ns, "no-egress", "out"))
 		waitPods(t, ns, "out")
 		p := probe{ns, "out", "tcp", f.pods["b"].Status.PodIP, 80}
 		waitTraffic(t, p, timedOut)
@@ -151,13 +145,7 @@ func TestTraceOVNServiceBothNodes(t *testing.T) {
 	ns := namespace(t, "ovn-svc")
 	apply(t, podSpec(ns, "client", labNodes[0].name, nil)+
 		podSpec(ns, "ep1", labNodes[0].name, map[string]string{"app": "ep"})+
-		podSpec(ns, "ep2", labNodes[1].name, map[string]string{"app": "ep"})+fmt.Sprintf(`apiVersion: v1
-kind: Service
-metadata: {name: ep, namespace: %s}
-spec:
-  selector: {app: ep}
-  ports: [{name: http, port: 80, targetPort: 80}]
-`, ns))
+		podSpec(ns, "ep2", labNodes[1].name, map[string]string{"app": "ep"})+serviceSpec(ns, "ep", "ep", http80))
 	pods := waitPods(t, ns, "client", "ep1", "ep2")
 	clusterIP := strings.TrimSpace(mustKubectl(t, "get", "service", "-n", ns, "ep", "-o", "jsonpath={.spec.clusterIP}"))
 	p := probe{ns, "client", "tcp", clusterIP, 80}
@@ -209,6 +197,14 @@ func TestTraceOVNNoRoute(t *testing.T) {
 // (test/lab/ovs-conntrack-crash.sh; test/lab/README.md, OVN mode). Each new
 // connection is a draw in that lottery; the test asks whether traces disturb
 // forwarding, which a few dozen requests show as well as hundreds.
+//
+// The loop runs between other pods than the traced ones: run between the
+// traced pods (a to b), it crashed tf-node-1's ovs-vswitchd in CI on
+// 2026-12-02 with that very assertion (lib/conntrack.c:1063), the node's
+// kubelet then out of reach, every later trace failing. The traces'
+// verdicts are held to real traffic between a and b once, after the loop,
+// as every other trace test holds its own (checkAgainstTraffic); OVS 4.0
+// carries the fix (issue 22's fixture).
 func TestTraceOVNUndisturbed(t *testing.T) {
 	f := getTraceFixture(t)
 	var stop atomic.Bool
@@ -226,14 +222,16 @@ func TestTraceOVNUndisturbed(t *testing.T) {
 			}
 		}
 	})
-	for i := 0; i < 20; i++ {
-		r := runTrace(t, "-n", f.ns, "a", "b", "--tcp", "80")
-		if r.code != 0 {
-			t.Errorf("trace %d: exit %d, want 0", i, r.code)
-		}
+	runs := make([]traceRun, 20)
+	for i := range runs {
+		runs[i] = runTrace(t, "-n", f.ns, "a", "b", "--tcp", "80")
 	}
 	stop.Store(true)
 	wg.Wait()
+	real := realTraffic(t, probe{f.ns, "a", "tcp", f.pods["b"].Status.PodIP, 80})
+	for i, r := range runs {
+		t.Run(fmt.Sprintf("trace-%d", i), func(t *testing.T) { checkAgainstTraffic(t, r, real, "") })
+	}
 	t.Logf("request loop c -> b: %d requests during 20 traces, %d failed", requests.Load(), failures.Load())
 	if requests.Load() < 5 || failures.Load() != 0 {
 		t.Errorf("request loop: %d requests, %d failures; want some and none failed", requests.Load(), failures.Load())

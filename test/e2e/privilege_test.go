@@ -30,19 +30,13 @@ func TestTraceAsUserBoundByInstall(t *testing.T) {
 	if out, err := kubectl(context.Background(), "auth", "can-i", "create", "pods", "-n", "kube-system", "--as", "e2e-alice", "--as-group", group); err == nil {
 		t.Fatalf("the bound user may create pods in kube-system: %s", out)
 	}
-	r := runTrace(t, "-n", f.ns, "a", "b", "--tcp", "80", "--as", "e2e-alice", "--as-group", group)
-	if r.code != 0 {
-		t.Fatalf("trace as a user bound by install: exit %d, want 0", r.code)
-	}
+	traceAndTraffic(t, probe{f.ns, "a", "tcp", f.pods["b"].Status.PodIP, 80}, "", "-n", f.ns, "a", "b", "--tcp", "80", "--as", "e2e-alice", "--as-group", group)
 	assertNothingLeft(t)
 }
 
 // kube-system still works when chosen explicitly.
 func TestTraceHelperNamespaceKubeSystem(t *testing.T) {
 	f := getTraceFixture(t)
-	r := runTrace(t, "-n", f.ns, "a", "b", "--tcp", "80", "--helper-namespace", "kube-system")
-	if r.code != 0 {
-		t.Fatalf("exit %d, want 0", r.code)
-	}
+	traceAndTraffic(t, probe{f.ns, "a", "tcp", f.pods["b"].Status.PodIP, 80}, "", "-n", f.ns, "a", "b", "--tcp", "80", "--helper-namespace", "kube-system")
 	assertNothingLeft(t)
 }

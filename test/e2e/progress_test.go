@@ -166,7 +166,7 @@ func runningPod(t *testing.T, kc, name, node, ip string, labels map[string]strin
 // progress notifications, so it cannot show this; the statuses it writes
 // are the shapes real Antrea writes (pkg/plugin/agentmode/testdata), and
 // its health records are fresh ones that this API server stamps.
-func TestAgentModeWithoutEtcdProgressNotify(t *testing.T) {
+func TestAgentModeReplayedWithoutEtcdProgressNotify(t *testing.T) {
 	kc := bareAPIServer(t)
 
 	// The premise: a plain watch here ends with "Too large resource version".

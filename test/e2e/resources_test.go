@@ -97,9 +97,7 @@ func TestHelperResourceUse(t *testing.T) {
 	wg.Add(1)
 	go func() { defer wg.Done(); use = sampleHelpers(stop) }()
 	for range 3 {
-		if r := runTrace(t, "-n", f.ns, "a", "b", "--tcp", "80"); r.code != 0 {
-			t.Errorf("trace under load: exit %d", r.code)
-		}
+		traceAndTraffic(t, probe{f.ns, "a", "tcp", f.pods["b"].Status.PodIP, 80}, "", "-n", f.ns, "a", "b", "--tcp", "80")
 	}
 	close(stop)
 	wg.Wait()

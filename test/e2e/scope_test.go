@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/labels"
 )
 
 // The lab is shared: other people's traces run while these tests do, so a
@@ -44,7 +46,7 @@ func ourName(name string) bool {
 // of this run's traces: by the trace label, the lease holder, or the name.
 func ourObjects(t testing.TB, kind string) []string {
 	t.Helper()
-	out, err := kubectl(context.Background(), "get", kind, "-A", "-l=app.kubernetes.io/managed-by=kubectl-traceflow", "-o", "json")
+	out, err := kubectl(context.Background(), "get", kind, "-A", "-l="+labels.Selector, "-o", "json")
 	if err != nil {
 		// A cluster without the Traceflow CRD holds no trace records.
 		if kind == "traceflows" && strings.Contains(err.Error(), "the server could not find the requested resource") {
@@ -69,7 +71,7 @@ func ourObjects(t testing.TB, kind string) []string {
 	var mine []string
 	for _, it := range list.Items {
 		m := it.Metadata
-		if ourName(m.Labels["traceflow.kubectl-traceflow.io/trace"]) || ourName(it.Spec.HolderIdentity) || ourName(m.Name) {
+		if ourName(m.Labels[labels.Trace]) || ourName(it.Spec.HolderIdentity) || ourName(m.Name) {
 			mine = append(mine, kind+"/"+m.Namespace+"/"+m.Name)
 		}
 	}

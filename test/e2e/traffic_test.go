@@ -48,13 +48,8 @@ func TestTrafficHairpinThroughService(t *testing.T) {
 // and the Service's IP.
 func selfService(t testing.TB, ns string) (*corev1.Pod, string) {
 	t.Helper()
-	apply(t, podSpec(ns, "self", labNodes[1].name, map[string]string{"app": "self"})+fmt.Sprintf(`apiVersion: v1
-kind: Service
-metadata: {name: self, namespace: %s}
-spec:
-  selector: {app: self}
-  ports: [{name: http, port: 80, targetPort: 80}, {name: udp, port: 5000, targetPort: 5000, protocol: UDP}]
-`, ns))
+	apply(t, podSpec(ns, "self", labNodes[1].name, map[string]string{"app": "self"})+
+		serviceSpec(ns, "self", "self", http80, svcPort{name: "udp", port: 5000, target: 5000, protocol: "UDP"}))
 	pods := waitPods(t, ns, "self")
 	return pods["self"], strings.TrimSpace(mustKubectl(t, "get", "service", "-n", ns, "self", "-o", "jsonpath={.spec.clusterIP}"))
 }

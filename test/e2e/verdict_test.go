@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/report"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/labels"
 )
 
 // Issue 10's cases: each test makes its own namespace and checks only what
@@ -33,7 +34,7 @@ func assertTraceGone(t testing.TB, r traceRun) {
 	}
 	name := r.record.Name
 	eventually(t, 10*time.Second, "helper pods of "+name+" deleted", func() error {
-		out, err := kubectl(context.Background(), "get", "pods", "-A", "-l", "traceflow.kubectl-traceflow.io/trace="+name, "-o", "name")
+		out, err := kubectl(context.Background(), "get", "pods", "-A", "-l", labels.Trace+"="+name, "-o", "name")
 		if err == nil && strings.TrimSpace(out) != "" {
 			return fmt.Errorf("left: %s", out)
 		}
@@ -123,13 +124,7 @@ func TestTraceThroughGateway(t *testing.T) {
 		assertTraceGone(t, r)
 	})
 	t.Run("dropped-on-the-destination-node", func(t *testing.T) {
-		apply(t, fmt.Sprintf(`apiVersion: networking.k8s.io/v1
-kind: NetworkPolicy
-metadata: {name: deny-routed, namespace: %s}
-spec:
-  podSelector: {matchLabels: {app: routed}}
-  policyTypes: [Ingress]
-`, ns))
+		apply(t, denyIngress(ns, "deny-routed", "routed"))
 		waitTraffic(t, p, timedOut)
 		r, _ := traceAndTraffic(t, p, "delivered", "-n", ns, "client", "routed", "--tcp", "80")
 		if r.code != 2 {
@@ -148,20 +143,8 @@ func TestTraceRejectAndDrop(t *testing.T) {
 		podSpec(ns, "rejecting", labNodes[1].name, map[string]string{"app": "rejecting"})+
 		podSpec(ns, "near", labNodes[0].name, map[string]string{"app": "rejecting"})+
 		podSpec(ns, "dropping", labNodes[1].name, map[string]string{"app": "dropping"})+
-		fmt.Sprintf(`apiVersion: networking.k8s.io/v1
-kind: NetworkPolicy
-metadata: {name: reject-all, namespace: %[1]s, annotations: {"lab.traceflow.dev/action": reject}}
-spec:
-  podSelector: {matchLabels: {app: rejecting}}
-  policyTypes: [Ingress]
----
-apiVersion: networking.k8s.io/v1
-kind: NetworkPolicy
-metadata: {name: drop-all, namespace: %[1]s}
-spec:
-  podSelector: {matchLabels: {app: dropping}}
-  policyTypes: [Ingress]
-`, ns))
+		netpol{ns: ns, name: "reject-all", app: "rejecting", types: []string{"Ingress"}, annotation: `"lab.traceflow.dev/action": reject`}.yaml()+
+		denyIngress(ns, "drop-all", "dropping"))
 	pods := waitPods(t, ns, "client", "rejecting", "near", "dropping")
 	for _, c := range []struct {
 		name, dst, proto string
@@ -200,14 +183,7 @@ func TestTraceRepeatable(t *testing.T) {
 	apply(t, podSpec(ns, "a", labNodes[0].name, map[string]string{"role": "client"})+
 		podSpec(ns, "c", labNodes[0].name, map[string]string{"app": "peer"})+
 		podSpec(ns, "locked", labNodes[1].name, map[string]string{"app": "locked"})+
-		fmt.Sprintf(`apiVersion: networking.k8s.io/v1
-kind: NetworkPolicy
-metadata: {name: deny-80, namespace: %s}
-spec:
-  podSelector: {matchLabels: {app: locked}}
-  policyTypes: [Ingress]
-  ingress: [{ports: [{protocol: TCP, port: 8080}]}]
-`, ns))
+		netpol{ns: ns, name: "deny-80", app: "locked", types: []string{"Ingress"}, ingress: []string{tcpRule("", 8080)}}.yaml())
 	pods := waitPods(t, ns, "a", "c", "locked")
 	for _, c := range []struct {
 		name  string

@@ -12,15 +12,11 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
-# The fixtures sit beside the checkout (../shared from the main worktree);
-# ANTREA_SRC names the tarball elsewhere.
-src=${ANTREA_SRC:-}
-if [ -z "$src" ]; then
-  for d in "$root/../shared" "$root/../../shared" /work/shared; do
-    src=$d/fixtures/antrea/antrea-v2.3.2-src.tar.gz
-    [ -f "$src" ] && break
-  done
-fi
+# The fixtures sit beside the checkout (lib/fixture.sh); ANTREA_SRC names the
+# tarball elsewhere.
+# shellcheck source=lib/fixture.sh
+. "$here/lib/fixture.sh"
+src=${ANTREA_SRC:-$(fixture antrea/antrea-v2.3.2-src.tar.gz)}
 if [ ! -f "$src" ]; then
   echo "Antrea source tarball not found at $src: the lab's Antrea mode builds Antrea from it (set ANTREA_SRC)" >&2
   exit 1

@@ -19,13 +19,14 @@
 # Each node is a network namespace plus a mount and UTS namespace (made with
 # unshare, entered with nsenter; `ip netns exec` would hide the cgroup tree)
 # holding its own Open vSwitch (userspace datapath), containerd and kubelet,
-# and the dataplane TFLAB_CNI names:
+# and the dataplane TFLAB_CNI names, one file per mode in modes/ (how a mode
+# plugs in: modes/10-lab.sh):
 #   lab  the lab CNI and the lab agent, which programs an Antrea-like pipeline
-#        (the default);
-#   ovn  real OVN as OVN-Kubernetes shapes it (lib/ovn.sh): ovsdb-servers,
+#        (the default; modes/10-lab.sh);
+#   ovn  real OVN as OVN-Kubernetes shapes it (modes/20-ovn.sh): ovsdb-servers,
 #        ovn-northd and lab-ovnkube on the host, ovn-controller per node, and
 #        the lab CNI in its OVN mode;
-#   antrea  the real Antrea v2.3.2 (lib/antrea.sh), built from the fixtures'
+#   antrea  the real Antrea v2.3.2 (modes/30-antrea.sh), built from the fixtures'
 #        source: antrea-controller on the host, antrea-agent per node, and
 #        antrea-cni as the nodes' CNI.
 # Every process the lab starts joins the cgroup "tflab" (pids and
@@ -56,7 +57,16 @@ if [ -z "${TFLAB_NODES:-}" ] && [ -s "$S/node-count" ]; then NODES=$(cat "$S/nod
 RUNNING_CNI=
 if [ -s "$S/cni" ]; then RUNNING_CNI=$(cat "$S/cni"); elif [ -d "$S" ]; then RUNNING_CNI=lab; fi
 CNI=${TFLAB_CNI:-${RUNNING_CNI:-lab}}
-case $CNI in lab | ovn | antrea) ;; *) echo "TFLAB_CNI=$CNI: want lab, ovn or antrea" >&2; exit 2 ;; esac
+# words A B C: "A, B or C".
+words() {
+  local s=$*; s=${s// /, }
+  [ $# -lt 2 ] || s="${s%, *} or ${!#}"
+  echo "$s"
+}
+# The modes are the files in modes/, NN-MODE.sh, in the order of NN.
+MODES=()
+for f in "$here"/modes/*.sh; do f=${f##*/}; f=${f%.sh}; MODES+=("${f#*-}"); done
+if [[ " ${MODES[*]} " != *" $CNI "* ]]; then echo "TFLAB_CNI=$CNI: want $(words "${MODES[@]}")" >&2; exit 2; fi
 CG=tflab
 HOSTBR=tflab0
 HOST_IP=10.89.0.1
@@ -129,15 +139,19 @@ start() {
       [ -d "$c" ] && echo $$ >"$c/cgroup.procs"; done; exec "$@"' _ "$@" \
     >"$S/logs/$name.log" 2>&1 </dev/null 8<&- &
   echo $! >"$S/pids/$name.pid"
+  rm -f "$S/pids/$name.stopping"
 }
 
 alive() { local p; p=$(cat "$S/pids/$1.pid" 2>/dev/null) && kill -0 "$p" 2>/dev/null; }
 
 # stop_component NAME: SIGTERM the daemon (SIGCONT first: a stopped process
-# does not act on SIGTERM) and wait until it is gone.
+# does not act on SIGTERM) and wait until it is gone. NAME.stopping, beside
+# its PID file until start writes the next one, tells the e2e suite's watch
+# of the daemons (test/e2e/labwatch_test.go) that it goes on purpose.
 stop_component() {
   local p t0=$SECONDS how=SIGTERM
   p=$(cat "$S/pids/$1.pid" 2>/dev/null) || return 0
+  : >"$S/pids/$1.stopping"
   kill -CONT "$p" 2>/dev/null || return 0
   kill -TERM "$p" 2>/dev/null || return 0
   poll "$1 to stop" 10 bash -c "! kill -0 $p" || {
@@ -159,12 +173,13 @@ restart() {
       apiserver
       poll kube-apiserver 60 kc get --raw /readyz || die "kube-apiserver not ready: see $S/logs/kube-apiserver.log" ;;
     tf-node-*-ovs-vswitchd)
-      [ "$CNI" = lab ] || die "restart $c: only in lab mode (the other dataplanes' agents are not restarted with it)"
+      mode_has vswitchd_restarted ||
+        die "restart $c: only in $(modes_with vswitchd_restarted) mode (the other dataplanes' agents are not restarted with it)"
       i=${c#tf-node-}; i=${i%-ovs-vswitchd}
       [ -d "$S/nodes/$(node_name "$i")" ] || die "restart $c: no node $(node_name "$i")"
       stop_component "$c"
       node_vswitchd "$i"
-      node_vswitchd_restarted "$i" ;;
+      mode_hook vswitchd_restarted "$i" ;;
     *) die "restart $c: want kube-apiserver or tf-node-N-ovs-vswitchd" ;;
   esac
   log "restarted $c (pid $(cat "$S/pids/$c.pid"))"
@@ -172,17 +187,23 @@ restart() {
 
 components() {
   echo etcd kube-apiserver kube-controller-manager kube-scheduler
-  [ "$CNI" = ovn ] && echo ovn-nb-ovsdb ovn-sb-ovsdb ovn-northd lab-ovnkube
-  [ "$CNI" = antrea ] && echo antrea-controller
-  local i n
-  for i in $(seq 1 "$NODES"); do
-    n=$(node_name "$i")
-    case $CNI in
-      lab) echo "$n-ovsdb-server $n-ovs-vswitchd $n-containerd $n-lab-agent $n-kubelet" ;;
-      ovn) echo "$n-ovsdb-server $n-ovs-vswitchd $n-ovn-controller $n-tnl-neigh $n-containerd $n-kubelet" ;;
-      antrea) echo "$n-ovsdb-server $n-ovs-vswitchd $n-tnl-neigh $n-containerd $n-kubelet $n-antrea-agent" ;;
-    esac
-  done
+  mode_hook daemons
+  local i
+  for i in $(seq 1 "$NODES"); do mode_hook node_daemons "$(node_name "$i")"; done
+}
+
+# mode_has HOOK [MODE]: MODE (the lab's, by default) defines mode_MODE_HOOK.
+mode_has() { declare -F "mode_${2:-$CNI}_$1" >/dev/null; }
+# mode_hook HOOK ARGS...: the lab's mode's HOOK, where it has one.
+mode_hook() {
+  local h=$1; shift
+  if mode_has "$h"; then "mode_${CNI}_$h" "$@"; fi
+}
+# modes_with HOOK: the modes that define HOOK, as a sentence would list them.
+modes_with() {
+  local m out=()
+  for m in "${MODES[@]}"; do if mode_has "$1" "$m"; then out+=("$m"); fi; done
+  words "${out[@]}"
 }
 
 # ---------------------------------------------------------------- parts
@@ -192,10 +213,12 @@ components() {
 . "$here/lib/control-plane.sh"
 # shellcheck source=lib/node.sh
 . "$here/lib/node.sh"
-# shellcheck source=lib/ovn.sh
-. "$here/lib/ovn.sh"
-# shellcheck source=lib/antrea.sh
-. "$here/lib/antrea.sh"
+# shellcheck source=lib/teardown.sh
+. "$here/lib/teardown.sh"
+for f in "$here"/modes/*.sh; do
+  # shellcheck source=/dev/null
+  . "$f"
+done
 
 nodes_ready() {
   local ready
@@ -213,37 +236,18 @@ up() {
   [ "$(id -u)" -eq 0 ] || die "the lab needs root (namespaces, OVS, kubelet)"
   local t0=$SECONDS
   build
-  if [ "$CNI" = antrea ]; then antrea_build; fi
+  mode_hook build
   if [ -n "$RUNNING_CNI" ] && [ "$RUNNING_CNI" != "$CNI" ]; then
     log "the lab runs CNI $RUNNING_CNI, TFLAB_CNI=$CNI asks for another: taking it down first"
     down
   fi
   if [ -d "$S" ] && healthy; then
     log "lab already up (CNI $CNI); refreshing images and lab binaries"
-    # A test that stopped Antrea's controller or an agent and was killed
-    # before its cleanup.
-    if [ "$CNI" = antrea ]; then
-      antrea_controller_start
-      for i in $(seq 1 "$NODES"); do resume "$(node_name "$i")-antrea-agent"; done
-    fi
+    mode_hook resume
     images
     for i in $(seq 1 "$NODES"); do import_images "$(node_name "$i")"; done
     cp "$root/bin/lab/lab-cni" "$S/cni-bin/.lab-cni" && mv "$S/cni-bin/.lab-cni" "$S/cni-bin/lab-cni"
-    if [ "$CNI" = ovn ] && ! cmp -s "$root/bin/lab/lab-ovnkube" "$S/lab-ovnkube"; then
-      log "restarting lab-ovnkube (its binary changed)"
-      kill "$(cat "$S/pids/lab-ovnkube.pid")"
-      poll "lab-ovnkube to stop" 10 bash -c "! kill -0 $(cat "$S/pids/lab-ovnkube.pid")"
-      ovn_controller
-    fi
-    [ "$CNI" = lab ] && for i in $(seq 1 "$NODES"); do
-      n=$(node_name "$i")
-      if ! cmp -s "$root/bin/lab/lab-agent" "$S/nodes/$n/lab-agent"; then
-        log "restarting $n's lab agent (its binary changed)"
-        kill "$(cat "$S/pids/$n-lab-agent.pid")"
-        poll "$n-lab-agent to stop" 10 bash -c "! kill -0 $(cat "$S/pids/$n-lab-agent.pid")"
-        node_agent "$i"
-      fi
-    done
+    mode_hook refresh
     echo "export KUBECONFIG=$S/kubeconfig"
     return
   fi
@@ -263,7 +267,7 @@ up() {
   local s
   for s in "${KUBELET_SYSCTLS[@]}"; do echo "$s $(cat /proc/sys/$s)"; done >"$S/sysctls"
   cp "$root/bin/lab/lab-cni" /usr/lib/cni/loopback "$S/cni-bin/"
-  if [ "$CNI" = antrea ]; then antrea_cni_bins; fi
+  mode_hook cni_bins
 
   ip link add "$HOSTBR" type bridge
   ip addr add "$HOST_IP/24" dev "$HOSTBR"
@@ -272,8 +276,7 @@ up() {
 
   pki
   control_plane
-  # Before the nodes: each node binds the database sockets into its /run/ovn.
-  [ "$CNI" = ovn ] && ovn_central
+  mode_hook central
   images
   local pids=()
   for i in $(seq 1 "$NODES"); do
@@ -282,20 +285,13 @@ up() {
   done
   poll kube-apiserver 60 kc get --raw /readyz || die "kube-apiserver not ready: see $S/logs/kube-apiserver.log"
   controllers
-  [ "$CNI" = ovn ] && ovn_controller
-  if [ "$CNI" = antrea ]; then
-    antrea_objects
-    antrea_controller
-    # Each agent waits for its Node to register (kubelet, started by node_up).
-    antrea_agents
-  fi
+  mode_hook cluster
   for i in "${!pids[@]}"; do
     wait "${pids[$i]}" || { cat "$S/logs/node-up-$((i + 1)).log" >&2; die "node $((i + 1)) failed to start"; }
   done
-  [ "$CNI" = ovn ] && ovn_annotate_nodes
+  mode_hook joined
   poll "$NODES Ready nodes" 60 nodes_ready || die "nodes not Ready: see $S/logs/*-kubelet.log"
-  [ "$CNI" = ovn ] && ovn_ready
-  if [ "$CNI" = antrea ]; then antrea_ready; fi
+  mode_hook ready
   # Pods are refused until the controller-manager has made this account.
   poll "the default service account" 30 kc get serviceaccount default -n default ||
     die "no default service account: see $S/logs/kube-controller-manager.log"
@@ -304,81 +300,13 @@ up() {
   echo "export KUBECONFIG=$S/kubeconfig"
 }
 
-# ---------------------------------------------------------------- teardown
-lab_pids() {
-  local f p
-  for f in /sys/fs/cgroup/pids/$CG /sys/fs/cgroup/freezer/$CG; do
-    [ -d "$f" ] && find "$f" -name cgroup.procs -exec cat {} + 2>/dev/null
-  done
-  # Strays outside the cgroup: anything in a node's network namespace.
-  local ino=() n
-  for n in /run/netns/tf-node-*; do ino+=("$(stat -Lc %i "$n" 2>/dev/null)"); done
-  if [ ${#ino[@]} -gt 0 ]; then
-    for p in /proc/[0-9]*; do
-      n=$(stat -Lc %i "$p/ns/net" 2>/dev/null) || continue
-      for i in "${ino[@]}"; do [ "$n" = "$i" ] && echo "${p#/proc/}"; done
-    done
-  fi
-}
-
-down() {
-  [ "$(id -u)" -eq 0 ] || die "the lab needs root"
-  local t0=$SECONDS end=$((SECONDS + 20)) pids
-  # Freeze first so that nothing forks while being killed.
-  [ -d /sys/fs/cgroup/freezer/$CG ] && echo FROZEN >/sys/fs/cgroup/freezer/$CG/freezer.state 2>/dev/null || true
-  while pids=$(lab_pids | sort -u | grep -v "^$$\$" || true); [ -n "$pids" ]; do
-    # shellcheck disable=SC2086
-    kill -KILL $pids 2>/dev/null || true
-    [ -d /sys/fs/cgroup/freezer/$CG ] && echo THAWED >/sys/fs/cgroup/freezer/$CG/freezer.state 2>/dev/null || true
-    [ $SECONDS -lt $end ] || { log "processes still alive: $pids"; break; }
-    sleep 0.1
-  done
-  # Killed processes linger as zombies until reaped; wait for them to go.
-  poll "killed lab processes to be reaped" 10 bash -c "! grep -qs ':/$CG/' /proc/[0-9]*/cgroup" || true
-  local f
-  for f in "$S"/ns/*.mnt "$S"/ns/*.uts; do umount -l "$f" 2>/dev/null || true; done
-  mountpoint -q "$S/ns" 2>/dev/null && umount -l "$S/ns"
-  for f in /run/netns/tf-node-*; do ip netns del "$(basename "$f")" 2>/dev/null || true; done
-  for f in $(ip -o link show 2>/dev/null | awk -F': ' '{print $2}' | sed 's/@.*//' | grep -E "^(tfv[0-9]+|$HOSTBR)\$"); do
-    ip link del "$f" 2>/dev/null || true
-  done
-  # Cgroups bottom-up; a dying process may hold one for a moment.
-  local h d
-  for h in $(cgroup_hier); do
-    [ -d "$h/$CG" ] || continue
-    while [ -d "$h/$CG" ]; do
-      find "$h/$CG" -depth -type d -exec rmdir {} + 2>/dev/null || true
-      [ -d "$h/$CG" ] || break
-      [ $SECONDS -lt $end ] || { log "cgroup $h/$CG still busy"; break; }
-      sleep 0.1
-    done
-  done
-  if [ -f "$S/sysctls" ]; then
-    while read -r s v; do echo "$v" >"/proc/sys/$s" 2>/dev/null || true; done <"$S/sysctls"
-  fi
-  if [ -f "$S/host-dirs" ]; then
-    while read -r d; do rmdir "$d" 2>/dev/null || true; done < <(sort -ru "$S/host-dirs")
-  fi
-  # The logs outlive the lab, one copy per mode, replaced by the next
-  # down: a failure seen in CI can be read after the lab is gone.
-  if [ -d "$S/logs" ]; then
-    local mode=${RUNNING_CNI:-$CNI}
-    rm -rf "${LOGKEEP:?}/$mode" && mkdir -p "$LOGKEEP" && cp -r "$S/logs" "$LOGKEEP/$mode" &&
-      log "the lab's logs are kept in $LOGKEEP/$mode"
-  fi
-  rm -rf "$S"
-  log "lab down in $((SECONDS - t0))s"
-}
-
 status() {
   if [ ! -d "$S" ]; then echo "lab: down"; return 3; fi
-  local c ok=0
+  local c ok=0 hint
   echo "  CNI: $CNI"
   for c in $(components); do
-    if [ "$c" = antrea-controller ] && antrea_controller_stopped; then
-      printf '  %-34s STOPPED (pid %s; lab.sh antrea-controller start)\n' "$c" "$(cat "$S/pids/$c.pid")"; ok=1
-    elif [ "${c%-antrea-agent}" != "$c" ] && stopped "$c"; then
-      printf '  %-34s STOPPED (pid %s; lab.sh antrea-agent %s start)\n' "$c" "$(cat "$S/pids/$c.pid")" "${c%-antrea-agent}"; ok=1
+    if mode_has stopped_hint && hint=$(mode_hook stopped_hint "$c"); then
+      printf '  %-34s STOPPED (pid %s; %s)\n' "$c" "$(cat "$S/pids/$c.pid")" "$hint"; ok=1
     elif alive "$c"; then printf '  %-34s running (pid %s)\n' "$c" "$(cat "$S/pids/$c.pid")"
     else printf '  %-34s NOT RUNNING\n' "$c"; ok=1; fi
   done
@@ -398,28 +326,16 @@ lock() { exec 8<"$0"; flock 8; }
 
 # Only up may change the CNI; everything else acts on the running lab.
 [ "${1:-}" = up ] || CNI=${RUNNING_CNI:-$CNI}
+# The Open vSwitch the nodes run: the host's (Debian's), or the one the mode
+# names (its hook puts that one's commands first on PATH and sets OVS_SCHEMA),
+# for every command, so that exec and restart reach the same OVS as up.
+OVS_SCHEMA=/usr/share/openvswitch/vswitch.ovsschema
+if mode_has ovs && ! mode_hook ovs && [ "${1:-}" = up ]; then die "no Open vSwitch for CNI $CNI (above)"; fi
 case "${1:-}" in
   up) lock; up ;;
   down) lock; down ;;
   status) status ;;
   exec) shift; n=$1; shift; in_node "$n" "$@" ;;
-  antrea-controller)
-    [ "$CNI" = antrea ] || die "antrea-controller: the lab runs CNI $CNI, not antrea"
-    case "${2:-}" in
-      stop) lock; antrea_controller_stop ;;
-      start) lock; antrea_controller_start ;;
-      *) echo "usage: $0 antrea-controller stop|start" >&2; exit 2 ;;
-    esac ;;
-  antrea-agent)
-    # An agent that stops answering while its health record still looks
-    # fresh (for tests of what auto does when Antrea's agents report no end).
-    [ "$CNI" = antrea ] || die "antrea-agent: the lab runs CNI $CNI, not antrea"
-    [ $# -eq 3 ] || { echo "usage: $0 antrea-agent NODE stop|start" >&2; exit 2; }
-    case "$3" in
-      stop) lock; pause "$2-antrea-agent" ;;
-      start) lock; resume "$2-antrea-agent" ;;
-      *) echo "usage: $0 antrea-agent NODE stop|start" >&2; exit 2 ;;
-    esac ;;
   restart)
     lock
     [ $# -eq 2 ] || { echo "usage: $0 restart kube-apiserver|tf-node-N-ovs-vswitchd" >&2; exit 2; }
@@ -439,9 +355,28 @@ case "${1:-}" in
     d=$LOGKEEP/${2:-$CNI}
     if [ -d "$S/logs" ] && [ "${2:-$CNI}" = "$RUNNING_CNI" ]; then d=$S/logs; fi
     [ -d "$d" ] || die "no kept logs in $d"
-    for f in "$d"/*antrea*.log "$d"/*ovn*.log "$d"/*lab-agent*.log "$d"/*ovs-vswitchd.ovs.log; do
+    globs=() logs=()
+    # Each mode's logs, the last mode's first (the order this list always had).
+    for ((k = ${#MODES[@]} - 1; k >= 0; k--)); do
+      m=${MODES[$k]}
+      if mode_has logs "$m"; then read -ra g <<<"$("mode_${m}_logs")"; globs+=("${g[@]}"); fi
+    done
+    # shellcheck disable=SC2206 # the globs are meant to expand
+    for g in "${globs[@]}" '*ovs-vswitchd.ovs.log'; do logs+=("$d"/$g); done
+    for f in "${logs[@]}"; do
       lines=$(grep -aE '^E[0-9]{4} |\|ERR\|' "$f" | tail -n 15) || true
       [ -z "$lines" ] || printf '==== %s\n%s\n' "$f" "$lines"
     done ;;
-  *) echo "usage: $0 up|down|status|exec NODE CMD...|images|antrea-controller stop|start|antrea-agent NODE stop|start|restart DAEMON|errors [MODE]" >&2; exit 2 ;;
+  *)
+    # A command of one mode (mode_MODE_cmd_NAME), refused in the others.
+    for m in "${MODES[@]}"; do
+      if [ -n "${1:-}" ] && mode_has "cmd_${1//-/_}" "$m"; then
+        [ "$CNI" = "$m" ] || die "$1: the lab runs CNI $CNI, not $m"
+        c=$1; shift; "mode_${m}_cmd_${c//-/_}" "$@"; exit
+      fi
+    done
+    usage=()
+    for m in "${MODES[@]}"; do if mode_has usage "$m"; then usage+=("$("mode_${m}_usage")"); fi; done
+    u=$(IFS='|'; echo "${usage[*]}")
+    echo "usage: $0 up|down|status|exec NODE CMD...|images|${u:+$u|}restart DAEMON|errors [MODE]" >&2; exit 2 ;;
 esac

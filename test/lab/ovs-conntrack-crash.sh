@@ -57,6 +57,7 @@ for p in a b c; do
 done
 sleep 1
 pid=$(cat $D/n1/run/ovs-vswitchd.pid)
+echo "$(ovs-vswitchd --version | head -1), $(ovn-controller --version | head -1): pod C asks pod B for $SECS s"
 start=$SECONDS ok=0 failed=0
 while [ $((SECONDS - start)) -lt "$SECS" ] && kill -0 "$pid" 2>/dev/null; do
   if ip netns exec rec-pod-c curl -s -m 2 -o /dev/null http://172.31.20.6/; then ok=$((ok + 1)); else failed=$((failed + 1)); fi

@@ -34,9 +34,15 @@ type DPOutput struct {
 	// (tnl_port), not the underlay port the encapsulated packet leaves by.
 	Port uint32
 	// TunnelDst is the tunnel's remote IP where the packet enters a
-	// tunnel: from tnl_push's IP header, or a set(tunnel(dst=...)) before
-	// an output to a kernel tunnel port.
+	// tunnel: from tnl_push's IP header (netdev), or the set(tunnel(dst=...))
+	// in effect at the output (system: the kernel's tunnel metadata stays
+	// set for the outputs after it, so it means a tunnel only where the
+	// port is one).
 	TunnelDst string
+	// TunnelSrc is the local IP a set(tunnel(src=...)) in effect at the
+	// output names (system only): with TunnelDst it tells apart the
+	// tunnel ports that share one kernel vport (DatapathPorts.Output).
+	TunnelSrc string
 	// Underlay are the datapath ports the encapsulated packet of a
 	// tnl_push leaves by (the underlay bridge's pipeline).
 	Underlay []uint32
@@ -50,13 +56,16 @@ var (
 	tnlDstRE  = regexp.MustCompile(`ipv[46]\(src=[^,()]*,dst=([^,()]+)`)
 	tnlPortRE = regexp.MustCompile(`tnl_port\((\d+)\)`)
 	setTunRE  = regexp.MustCompile(`(?:^|[(,])(?:ipv6_)?dst=([^,()]+)`)
+	setSrcRE  = regexp.MustCompile(`(?:^|[(,])(?:ipv6_)?src=([^,()]+)`)
 )
 
 // ParseDatapathActions reads a "Datapath actions:" line (without the
-// prefix). It knows the actions that move the packet (port numbers,
-// tnl_push, clone, check_pkt_len, recirc, tnl_pop, userspace(controller))
-// and skips the rest (set, push/pop, ct, hash, meter, sample ...), which
-// modify the packet on its way.
+// prefix), in the forms of both datapaths (see DatapathKind). It knows the
+// actions that move the packet (port numbers, tnl_push, set(tunnel(...)),
+// clone, a sample of 100%, check_pkt_len, recirc, tnl_pop,
+// userspace(controller)) and skips the rest (set, push/pop, ct, hash,
+// meter, trunc, psample, a sample of less ...), which modify or copy the
+// packet on its way.
 func ParseDatapathActions(s string) Fate {
 	f := Fate{Raw: s}
 	f.list(strings.TrimSpace(s), 0)
@@ -72,7 +81,7 @@ func (f *Fate) list(s string, depth int) {
 		return
 	}
 	tunnel := -1 // index of the tnl_push whose underlay outputs follow
-	setTunnelDst := ""
+	setTunnelDst, setTunnelSrc := "", ""
 	for _, a := range splitTop(s) {
 		name, args, _ := strings.Cut(a, "(")
 		args = strings.TrimSuffix(args, ")")
@@ -86,7 +95,7 @@ func (f *Fate) list(s string, depth int) {
 				f.Outputs[tunnel].Underlay = append(f.Outputs[tunnel].Underlay, uint32(n))
 				continue
 			}
-			f.Outputs = append(f.Outputs, DPOutput{Port: uint32(n), TunnelDst: setTunnelDst})
+			f.Outputs = append(f.Outputs, DPOutput{Port: uint32(n), TunnelDst: setTunnelDst, TunnelSrc: setTunnelSrc})
 		case name == "tnl_push":
 			o := DPOutput{}
 			if m := tnlPortRE.FindStringSubmatch(args); m != nil {
@@ -99,13 +108,29 @@ func (f *Fate) list(s string, depth int) {
 			f.Outputs = append(f.Outputs, o)
 			tunnel = len(f.Outputs) - 1
 		case name == "set" && strings.HasPrefix(args, "tunnel("):
-			if m := setTunRE.FindStringSubmatch(strings.TrimPrefix(args, "tunnel(")); m != nil {
+			tun := strings.TrimPrefix(args, "tunnel(")
+			if m := setTunRE.FindStringSubmatch(tun); m != nil {
 				setTunnelDst = m[1]
+			}
+			// A set(tunnel(...)) replaces the whole tunnel key: a source
+			// it does not name is unset.
+			setTunnelSrc = ""
+			if m := setSrcRE.FindStringSubmatch(tun); m != nil {
+				setTunnelSrc = m[1]
 			}
 		case name == "clone":
 			// A clone's actions apply to a copy; what follows applies to
 			// the packet as it was.
 			f.list(args, depth+1)
+		case name == "sample":
+			// sample(sample=P%,actions(...)): at 100% the actions always
+			// apply, to a copy, as a clone's do. OVS writes a metered
+			// controller action so (OVN meters them), and a clone where
+			// the kernel has no clone action. A lesser probability is
+			// sFlow or IPFIX sampling, no fate of the packet.
+			if inner, ok := strings.CutPrefix(args, "sample=100.0%,actions("); ok {
+				f.list(strings.TrimSuffix(inner, ")"), depth+1)
+			}
 		case name == "check_pkt_len":
 			// size=N,gt(...),le(...): the probe is small, so it takes le.
 			for _, b := range splitTop(args) {

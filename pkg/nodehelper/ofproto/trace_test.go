@@ -164,8 +164,12 @@ func TestParseDatapathActions(t *testing.T) {
 // recorded fate is silently read as a drop.
 func TestRecordedFates(t *testing.T) {
 	files, _ := filepath.Glob("testdata/*.txt")
-	for _, f := range files {
-		text := load(t, filepath.Base(f))
+	ovs40, _ := filepath.Glob("testdata/ovs-4.0/*.txt")
+	if len(ovs40) == 0 {
+		t.Error("no traces recorded with OVS 4.0 in testdata/ovs-4.0 (see testdata/README.md)")
+	}
+	for _, f := range append(files, ovs40...) {
+		text := load(t, strings.TrimPrefix(f, "testdata/"))
 		if !strings.Contains(text, "Datapath actions:") {
 			continue
 		}

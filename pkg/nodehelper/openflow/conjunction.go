@@ -2,6 +2,7 @@ package openflow
 
 import (
 	"encoding/binary"
+	"fmt"
 )
 
 // nxastConjunction is NXAST_CONJUNCTION, the Nicira action subtype of
@@ -72,4 +73,45 @@ func forEachAction(inst []byte, f func(action []byte)) {
 		}
 		off += l
 	}
+}
+
+// nxmConjID is NXM_NX_CONJ_ID.
+const nxmConjID = 37
+
+// ConjIDField is NXM_NX_CONJ_ID.
+func ConjIDField(id uint32) []byte {
+	return oxm(classNXM1, nxmConjID, binary.BigEndian.AppendUint32(nil, id))
+}
+
+// ConjIDOf returns the conj_id a match requires.
+func ConjIDOf(match []byte) (uint32, bool) {
+	fs, _ := ParseOXM(match)
+	for _, f := range fs {
+		if f.Class == classNXM1 && f.Field == nxmConjID && !f.HasMask && len(f.Value) == 4 {
+			return binary.BigEndian.Uint32(f.Value), true
+		}
+	}
+	return 0, false
+}
+
+// WithConjID returns match with its conj_id field replaced by id.
+func WithConjID(match []byte, id uint32) ([]byte, error) {
+	fs, err := ParseOXM(match)
+	if err != nil {
+		return nil, err
+	}
+	var out []byte
+	found := false
+	for _, f := range fs {
+		if f.Class == classNXM1 && f.Field == nxmConjID && !f.HasMask {
+			out = append(out, ConjIDField(id)...)
+			found = true
+			continue
+		}
+		out = append(out, encodeOXM(f)...)
+	}
+	if !found {
+		return nil, fmt.Errorf("the match has no conj_id")
+	}
+	return out, nil
 }

@@ -51,9 +51,6 @@ var oxmCanon = map[uint16]map[uint8]canonField{
 	},
 }
 
-// nxmConjID is NXM_NX_CONJ_ID.
-const nxmConjID = 37
-
 // textWidth is the width of each field name OVS's text may use.
 var textWidth = func() map[string]int {
 	m := map[string]int{}
@@ -346,58 +343,4 @@ func MatchIs(match []byte, text string) (bool, error) {
 		}
 	}
 	return true, nil
-}
-
-// ConjIDField is NXM_NX_CONJ_ID.
-func ConjIDField(id uint32) []byte {
-	return oxm(classNXM1, nxmConjID, binary.BigEndian.AppendUint32(nil, id))
-}
-
-// ConjIDOf returns the conj_id a match requires.
-func ConjIDOf(match []byte) (uint32, bool) {
-	fs, _ := ParseOXM(match)
-	for _, f := range fs {
-		if f.Class == classNXM1 && f.Field == nxmConjID && !f.HasMask && len(f.Value) == 4 {
-			return binary.BigEndian.Uint32(f.Value), true
-		}
-	}
-	return 0, false
-}
-
-// WithConjID returns match with its conj_id field replaced by id.
-func WithConjID(match []byte, id uint32) ([]byte, error) {
-	fs, err := ParseOXM(match)
-	if err != nil {
-		return nil, err
-	}
-	var out []byte
-	found := false
-	for _, f := range fs {
-		if f.Class == classNXM1 && f.Field == nxmConjID && !f.HasMask {
-			out = append(out, ConjIDField(id)...)
-			found = true
-			continue
-		}
-		out = append(out, encodeOXM(f)...)
-	}
-	if !found {
-		return nil, fmt.Errorf("the match has no conj_id")
-	}
-	return out, nil
-}
-
-// encodeOXM writes a decoded OXM field back.
-func encodeOXM(f OXMField) []byte {
-	body := append([]byte(nil), f.Value...)
-	if f.HasMask {
-		body = append(body, f.Mask...)
-	}
-	if f.Class == classExperimenter {
-		body = append(binary.BigEndian.AppendUint32(nil, f.Experimenter), body...)
-	}
-	b := oxm(f.Class, f.Field, body)
-	if f.HasMask {
-		b[2] |= 1
-	}
-	return b
 }

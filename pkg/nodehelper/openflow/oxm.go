@@ -265,3 +265,19 @@ func SetFieldAction(field []byte) []byte {
 	copy(b[4:], field)
 	return b
 }
+
+// encodeOXM writes a decoded OXM field back.
+func encodeOXM(f OXMField) []byte {
+	body := append([]byte(nil), f.Value...)
+	if f.HasMask {
+		body = append(body, f.Mask...)
+	}
+	if f.Class == classExperimenter {
+		body = append(binary.BigEndian.AppendUint32(nil, f.Experimenter), body...)
+	}
+	b := oxm(f.Class, f.Field, body)
+	if f.HasMask {
+		b[2] |= 1
+	}
+	return b
+}

@@ -238,14 +238,16 @@ func (s *Session) readLoop() {
 	}
 }
 
-// handle dispatches one message. A panic while decoding is reported and
-// the message dropped: one odd message must not end the trace.
+// handle dispatches one message. It has no recover(): the decoders return
+// errors for every input, so a panic here is a bug that must crash (the
+// fuzz targets and tests find it). A malformed message is reported with
+// its bytes, so that it can be replayed, and dropped: one odd message must
+// not end the trace.
 func (s *Session) handle(msg []byte) {
-	defer func() {
-		if r := recover(); r != nil {
-			s.logf("openflow: dropped message type %d after a panic while decoding it: %v", msg[1], r)
-		}
-	}()
+	if len(msg) < 8 || int(binary.BigEndian.Uint16(msg[2:])) != len(msg) {
+		s.logf("openflow: dropped a malformed message (%d bytes, header length not matching): %x", len(msg), msg)
+		return
+	}
 	xid := binary.BigEndian.Uint32(msg[4:])
 	switch {
 	case msg[1] == typeEchoRequest:
@@ -255,7 +257,7 @@ func (s *Session) handle(msg []byte) {
 	case IsPacketIn2(msg):
 		pin, err := DecodePacketIn2(msg)
 		if err != nil {
-			s.logf("openflow: bad packet-in: %v", err)
+			s.logf("openflow: dropped a bad packet-in: %v: %x", err, msg)
 			return
 		}
 		select {
@@ -266,7 +268,7 @@ func (s *Session) handle(msg []byte) {
 	case msg[1] == typeFlowRemoved:
 		fr, err := DecodeFlowRemoved(msg)
 		if err != nil {
-			s.logf("openflow: %v", err)
+			s.logf("openflow: dropped a bad flow-removed: %v: %x", err, msg)
 			return
 		}
 		select {
@@ -280,7 +282,7 @@ func (s *Session) handle(msg []byte) {
 	case msg[1] == typeError:
 		e, err := DecodeError(msg)
 		if err != nil {
-			s.logf("openflow: %v", err)
+			s.logf("openflow: dropped a bad error message: %v: %x", err, msg)
 			return
 		}
 		s.mu.Lock()
@@ -316,7 +318,7 @@ func (s *Session) handle(msg []byte) {
 		// Port status and other asynchronous messages do not concern a
 		// trace. They are not handed to libOpenflow's Parse either: on
 		// malformed input some of its decoders (Hello, MultipartRequest)
-		// loop forever, which no recover() can stop.
+		// loop forever or panic.
 		s.logf("openflow: ignored message type %d", msg[1])
 	}
 }

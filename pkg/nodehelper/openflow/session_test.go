@@ -2,6 +2,8 @@ package openflow
 
 import (
 	"encoding/binary"
+	"encoding/hex"
+	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -18,12 +20,13 @@ func testSession(t *testing.T) (*Session, *[]string) {
 	var logs []string
 	s := &Session{conn: a, packetIns: make(chan PacketIn, 16), waiters: map[uint32]chan reply{},
 		multipart: map[uint32][][]byte{}, closed: make(chan struct{}),
-		logf: func(f string, args ...any) { mu.Lock(); logs = append(logs, f); mu.Unlock() }}
+		logf: func(f string, args ...any) { mu.Lock(); logs = append(logs, fmt.Sprintf(f, args...)); mu.Unlock() }}
 	return s, &logs
 }
 
-// A message libOpenflow cannot decode, or decodes by panicking, must not end
-// the helper: the read loop logs and drops it.
+// A message the decoders cannot make sense of must not end the helper: the
+// read loop logs and drops it. handle has no recover(), so a decoder that
+// panics fails this test.
 func TestHandleSurvivesGarbage(t *testing.T) {
 	s, _ := testSession(t)
 	for typ := 0; typ < 40; typ++ {
@@ -79,6 +82,46 @@ func TestMultipartParts(t *testing.T) {
 	}
 }
 
+// A malformed message becomes one log line that carries its bytes in hex
+// (so that it can be replayed against the decoders), and the session goes
+// on: the next message is handled as usual.
+func TestHandleLogsMalformedMessagesWithTheirBytes(t *testing.T) {
+	badPin := samplePacketIn2(true)
+	badPin[16+3] = 2 // the first property claims 2 bytes, less than its own header
+	for _, tc := range []struct {
+		name string
+		msg  []byte
+		want string
+	}{
+		{"packet-in2 with a bad property length", badPin, "bad packet-in"},
+		{"header length beyond the message", []byte{Version, typeError, 0, 40, 0, 0, 0, 1, 0, 1, 0, 1}, "malformed message"},
+		{"header length short of the message", []byte{Version, typeBarrierReply, 0, 8, 0, 0, 0, 1, 9}, "malformed message"},
+		{"shorter than a header", []byte{Version, typeError, 0}, "malformed message"},
+		{"flow-removed without its fixed part", []byte{Version, typeFlowRemoved, 0, 12, 0, 0, 0, 1, 0, 0, 0, 0}, "bad flow-removed"},
+		{"error without type and code", []byte{Version, typeError, 0, 10, 0, 0, 0, 1, 0, 1}, "bad error message"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, logs := testSession(t)
+			s.handle(tc.msg)
+			if len(*logs) != 1 || !strings.Contains((*logs)[0], tc.want) || !strings.Contains((*logs)[0], hex.EncodeToString(tc.msg)) {
+				t.Fatalf("logs %q: want one line saying %q with the message's bytes %x", *logs, tc.want, tc.msg)
+			}
+			// The session goes on: a barrier reply after it still reaches its waiter.
+			ch := make(chan reply, 1)
+			s.waiters[9] = ch
+			s.handle([]byte{Version, typeBarrierReply, 0, 8, 0, 0, 0, 9})
+			select {
+			case r := <-ch:
+				if r.err != nil {
+					t.Errorf("barrier after the malformed message: %v", r.err)
+				}
+			default:
+				t.Fatal("the barrier reply after the malformed message reached nobody")
+			}
+		})
+	}
+}
+
 func FuzzSessionHandle(f *testing.F) {
 	f.Add(samplePacketIn2(true))
 	f.Add([]byte{Version, typeError, 0, 12, 0, 0, 0, 1, 0, 1, 0, 1})
@@ -89,5 +132,13 @@ func FuzzSessionHandle(f *testing.F) {
 		}
 		s, _ := testSession(t)
 		s.handle(b)
+		// Once more with the header's length made right, so that the
+		// decoders behind it see the bytes too (the read loop only hands
+		// on messages whose length matches their header).
+		if len(b) <= 0xffff {
+			b = append([]byte(nil), b...)
+			binary.BigEndian.PutUint16(b[2:], uint16(len(b))) //nolint:gosec // checked above
+			s.handle(b)
+		}
 	})
 }

@@ -19,17 +19,18 @@ const (
 	sbSchema = "/usr/share/ovn/ovn-sb.ovsschema"
 )
 
-// Real OVN databases and northd: the rows Read brings back name a logical
-// flow by its stage and datapath, and its ACL by the NetworkPolicy recorded
-// in the ACL's external_ids.
-func TestIntegrationReadRealDatabases(t *testing.T) {
+// startOVN runs real OVN databases and ovn-northd in a directory of the
+// test's, initialised with a switch node-1 holding a pod port demo_web,
+// and returns their sockets and an ovn-nbctl on the northbound.
+func startOVN(t *testing.T) (nb, sb string, nbctl func(args ...string) string) {
+	t.Helper()
 	testenv.RequireCommands(t, "ovsdb-tool", "ovsdb-server", "ovn-northd", "ovn-nbctl", "ovn-sbctl")
 	for _, s := range []string{nbSchema, sbSchema} {
 		if _, err := os.Stat(s); err != nil {
 			testenv.Missing(t, "OVN schema "+s+" missing (apt-get install ovn-central ovn-host, or make deps)")
 		}
 	}
-	dir, err := os.MkdirTemp("", "ovnr")
+	dir, err := os.MkdirTemp("", "ovn")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,12 +50,12 @@ func TestIntegrationReadRealDatabases(t *testing.T) {
 		}
 		return strings.TrimSpace(string(out))
 	}
-	nb, sb := filepath.Join(dir, "ovnnb_db.sock"), filepath.Join(dir, "ovnsb_db.sock")
+	nb, sb = filepath.Join(dir, "ovnnb_db.sock"), filepath.Join(dir, "ovnsb_db.sock")
 	for _, db := range []struct{ name, schema, sock string }{{"nb", nbSchema, nb}, {"sb", sbSchema, sb}} {
 		file := filepath.Join(dir, db.name+".db")
 		run("ovsdb-tool", "create", file, db.schema)
 		daemon("ovsdb-server", file, "--remote=punix:"+db.sock, "--unixctl="+filepath.Join(dir, db.name+".ctl"))
-		deadline := time.Now().Add(10 * time.Second)
+		deadline := time.Now().Add(time.Minute) // ends a hung wait only
 		for {
 			if _, err := os.Stat(db.sock); err == nil {
 				break
@@ -65,11 +66,19 @@ func TestIntegrationReadRealDatabases(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
-	nbctl := func(args ...string) string { return run("ovn-nbctl", append([]string{"--db=unix:" + nb}, args...)...) }
+	nbctl = func(args ...string) string { return run("ovn-nbctl", append([]string{"--db=unix:" + nb}, args...)...) }
 	nbctl("init")
 	daemon("ovn-northd", "--ovnnb-db=unix:"+nb, "--ovnsb-db=unix:"+sb, "--unixctl="+filepath.Join(dir, "northd.ctl"))
 	nbctl("ls-add", "node-1")
 	nbctl("lsp-add", "node-1", "demo_web", "--", "lsp-set-addresses", "demo_web", "0a:58:0a:f4:01:05 10.244.1.5")
+	return nb, sb, nbctl
+}
+
+// Real OVN databases and northd: the rows Read brings back name a logical
+// flow by its stage and datapath, and its ACL by the NetworkPolicy recorded
+// in the ACL's external_ids.
+func TestIntegrationReadRealDatabases(t *testing.T) {
+	nb, sb, nbctl := startOVN(t)
 	acl := nbctl("--id=@a", "create", "ACL", "direction=to-lport", "priority=1001", `match="outport == \"demo_web\" && tcp.dst == 81"`, "action=drop",
 		`external_ids:"k8s.ovn.org/owner-type"=NetworkPolicy`, `external_ids:"k8s.ovn.org/name"="demo:deny-81"`, "--", "add", "Logical_Switch", "node-1", "acls", "@a")
 	nbctl("--wait=sb", "--timeout=20", "sync")
@@ -102,7 +111,7 @@ func TestIntegrationReadRealDatabases(t *testing.T) {
 		t.Errorf("named %+v (%v), want ls_out_acl on node-1 naming demo/deny-81", nm, ok)
 	}
 	// Nothing listens: the reason names the database.
-	if _, err := Read(context.Background(), "unix:"+filepath.Join(dir, "none.sock"), nbEP, time.Second); err == nil || !strings.Contains(err.Error(), "southbound") {
+	if _, err := Read(context.Background(), "unix:"+filepath.Join(t.TempDir(), "none.sock"), nbEP, time.Second); err == nil || !strings.Contains(err.Error(), "southbound") {
 		t.Errorf("unreachable southbound: %v", err)
 	}
 }

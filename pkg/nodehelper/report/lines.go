@@ -74,8 +74,8 @@ type Line struct {
 }
 
 // Command is one line of a serve helper's standard input: start the trace
-// ID with Args (a trace or receive invocation, as on the command line), or
-// stop it.
+// ID with Args (a trace or receive invocation, as on the command line:
+// HelperArgs.Args), or stop it.
 type Command struct {
 	ID   string   `json:"id"`
 	Args []string `json:"args,omitempty"`

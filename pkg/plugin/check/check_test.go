@@ -20,7 +20,6 @@ import (
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/exitcode"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/outcome"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/resolve"
-	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/suite"
 )
 
 func pod(name, ip string, labels map[string]string, ready bool) *corev1.Pod {
@@ -66,13 +65,13 @@ func cluster() []runtime.Object {
 
 func plan(t *testing.T, body string) ([]Trace, error) {
 	t.Helper()
-	s, err := suite.Parse("s.yaml", []byte("apiVersion: "+suite.APIVersion+"\nkind: "+suite.Kind+"\ndefaults: {namespace: shop}\ncases:\n"+body))
+	s, err := Parse("s.yaml", []byte("apiVersion: "+APIVersion+"\nkind: "+Kind+"\ndefaults: {namespace: shop}\ncases:\n"+body))
 	if err != nil {
 		t.Fatal(err)
 	}
 	cs := fake.NewClientset(cluster()...)
 	p := &Planner{Lookup: resolve.FromClientset(cs), Pods: PodsFromClientset(cs), Namespace: "default", DefaultTimeout: 10 * time.Second}
-	return p.Plan(context.Background(), []*suite.Suite{s})
+	return p.Plan(context.Background(), []*Suite{s})
 }
 
 func TestPlanExpands(t *testing.T) {
@@ -151,14 +150,21 @@ func TestCodeIsTheWorst(t *testing.T) {
 }
 
 // The runner never runs more traces at once than Parallel, runs every one,
-// and keeps the order of the results.
+// and keeps the order of the results. Concurrency is shown with channels,
+// not sleeps: every trace blocks until the test releases it, and the test
+// releases one only once Parallel of them are running, so the run reaches
+// Parallel at once (or hangs) and a runner without a bound would start a
+// fourth while the three wait.
 func TestRunnerBoundsConcurrency(t *testing.T) {
-	traces := make([]Trace, 20)
+	const parallel, total = 3, 20
+	traces := make([]Trace, total)
 	for i := range traces {
 		traces[i].Name = strconv.Itoa(i)
 	}
 	var now, peak atomic.Int32
-	r := &Runner{Parallel: 3, Now: time.Now, Run: func(_ context.Context, tr Trace) Result {
+	entered := make(chan struct{})
+	release := make(chan struct{})
+	r := &Runner{Parallel: parallel, Now: time.Now, Run: func(_ context.Context, tr Trace) Result {
 		n := now.Add(1)
 		for {
 			p := peak.Load()
@@ -166,9 +172,10 @@ func TestRunnerBoundsConcurrency(t *testing.T) {
 				break
 			}
 		}
-		time.Sleep(2 * time.Millisecond) // long enough for the others to pile up if unbounded
-		now.Add(-1)
-		return Result{Verdict: outcome.Verdict(tr.Name)}
+		entered <- struct{}{}
+		<-release
+		now.Add(-1) // before the runner frees the slot: the next trace cannot count this one
+		return Result{Ended: outcome.Ended{Verdict: outcome.Verdict(tr.Name)}}
 	}}
 	var mu sync.Mutex
 	started, ended := 0, 0
@@ -181,17 +188,36 @@ func TestRunnerBoundsConcurrency(t *testing.T) {
 			ended++
 		}
 	}
-	rs := r.RunAll(context.Background(), traces)
-	if peak.Load() > 3 || peak.Load() < 2 {
-		t.Errorf("peak concurrency %d, want 2-3", peak.Load())
+	done := make(chan []Result, 1)
+	go func() { done <- r.RunAll(context.Background(), traces) }()
+	running := 0
+	for in := 0; in < total; {
+		select {
+		case <-entered:
+		case <-time.After(time.Minute): // ends a hung wait only
+			t.Fatalf("%d traces running, %d started in all: the runner does not start up to Parallel=%d at once", running, in, parallel)
+		}
+		in++
+		running++
+		if running == parallel || in == total {
+			release <- struct{}{}
+			running--
+		}
+	}
+	for ; running > 0; running-- {
+		release <- struct{}{}
+	}
+	rs := <-done
+	if p := peak.Load(); p != parallel {
+		t.Errorf("peak concurrency %d, want %d", p, parallel)
 	}
 	for i, res := range rs {
 		if string(res.Verdict) != traces[i].Name {
 			t.Errorf("result %d is %q", i, res.Verdict)
 		}
 	}
-	if started != 20 || ended != 20 {
-		t.Errorf("progress heard %d starts and %d ends, want 20 each", started, ended)
+	if started != total || ended != total {
+		t.Errorf("progress heard %d starts and %d ends, want %d each", started, ended, total)
 	}
 }
 
@@ -205,7 +231,7 @@ func TestRunnerStopsStartingWhenInterrupted(t *testing.T) {
 		ran++
 		cancel()
 		<-ctx.Done()
-		return Result{Verdict: outcome.Incomplete, Code: exitcode.Timeout, Err: errors.New("interrupted")}
+		return Result{Ended: outcome.Ended{Verdict: outcome.Incomplete}, Code: exitcode.Timeout, Err: errors.New("interrupted")}
 	}}
 	rs := r.RunAll(ctx, traces)
 	if ran != 1 {

@@ -1,4 +1,5 @@
-// Package check runs the cases of `kubectl traceflow check`: it expands
+// Package check is `kubectl traceflow check` below its flags: it reads
+// suite files (Parse), and runs their cases: it expands
 // each case into traces against the cluster (selectors to pods, a
 // Service's endpoints), resolves every one of them before anything is
 // created, runs them concurrently within the tag pool, and folds their
@@ -21,7 +22,6 @@ import (
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/exitcode"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/outcome"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/resolve"
-	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/suite"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/traceflow"
 )
 
@@ -30,7 +30,7 @@ import (
 // allEndpoints.
 type Trace struct {
 	// Case is the case, File its suite file.
-	Case suite.Case
+	Case Case
 	File string
 	// Name is the case's name, with the source pod or the endpoint when the
 	// case stands for several traces.
@@ -70,9 +70,9 @@ type Planner struct {
 }
 
 // Plan expands every case of suites into traces and resolves each. The
-// first problem is returned as a *suite.Error naming the file, line and
+// first problem is returned as a *Error naming the file, line and
 // field, so that a bad suite creates nothing.
-func (p *Planner) Plan(ctx context.Context, suites []*suite.Suite) ([]Trace, error) {
+func (p *Planner) Plan(ctx context.Context, suites []*Suite) ([]Trace, error) {
 	var out []Trace
 	for _, s := range suites {
 		for _, c := range s.Cases {
@@ -95,20 +95,20 @@ func (p *Planner) ns(n string) string {
 
 // wrap gives an error of resolution the case's place; a cluster that
 // cannot be asked keeps its exit code (4).
-func wrap(at suite.Pos, c suite.Case, field string, err error) error {
+func wrap(at Pos, c Case, field string, err error) error {
 	name := c.Name
 	if c.Path != "" {
 		field = strings.TrimSuffix(c.Path+"."+field, ".")
 	}
 	if exitcode.Of(err) == exitcode.Usage {
-		e := suite.Errorf(at, field, "%s", err.Error())
+		e := Errorf(at, field, "%s", err.Error())
 		e.Case = name
 		return exitcode.Wrap(exitcode.Usage, e)
 	}
 	return fmt.Errorf("%s: case %q: %w", at, name, err)
 }
 
-func (p *Planner) planCase(ctx context.Context, file string, c suite.Case) ([]Trace, error) {
+func (p *Planner) planCase(ctx context.Context, file string, c Case) ([]Trace, error) {
 	sources, err := p.sources(ctx, c)
 	if err != nil {
 		return nil, err
@@ -124,7 +124,7 @@ func (p *Planner) planCase(ctx context.Context, file string, c suite.Case) ([]Tr
 	var out []Trace
 	for _, src := range sources {
 		name := c.Name
-		if c.From.Pick == suite.PickAll {
+		if c.From.Pick == PickAll {
 			name += " [from " + src.Namespace + "/" + src.Name + "]"
 		}
 		q := resolve.Query{Source: src, Destination: dst, Namespace: p.Namespace, Protocol: c.Protocol, DstPort: c.Port}
@@ -160,7 +160,7 @@ func (p *Planner) planCase(ctx context.Context, file string, c suite.Case) ([]Tr
 
 // sources are the source pods of c: the pod, or the first (or all) Ready
 // pods of the selector, by name.
-func (p *Planner) sources(ctx context.Context, c suite.Case) ([]resolve.Ref, error) {
+func (p *Planner) sources(ctx context.Context, c Case) ([]resolve.Ref, error) {
 	ns := p.ns(c.From.Namespace)
 	if c.From.Pod != "" {
 		return []resolve.Ref{{Kind: resolve.KindPod, Namespace: ns, Name: c.From.Pod}}, nil
@@ -169,7 +169,7 @@ func (p *Planner) sources(ctx context.Context, c suite.Case) ([]resolve.Ref, err
 	if err != nil {
 		return nil, err
 	}
-	if c.From.Pick == suite.PickFirst {
+	if c.From.Pick == PickFirst {
 		pods = pods[:1]
 	}
 	refs := make([]resolve.Ref, 0, len(pods))
@@ -179,7 +179,7 @@ func (p *Planner) sources(ctx context.Context, c suite.Case) ([]resolve.Ref, err
 	return refs, nil
 }
 
-func (p *Planner) destination(ctx context.Context, c suite.Case) (resolve.Ref, error) {
+func (p *Planner) destination(ctx context.Context, c Case) (resolve.Ref, error) {
 	ns := p.ns(c.To.Namespace)
 	switch {
 	case c.To.Pod != "":
@@ -202,7 +202,7 @@ func (p *Planner) destination(ctx context.Context, c suite.Case) (resolve.Ref, e
 
 // ready returns the names of the Ready pods of selector in ns, sorted; no
 // pod at all is an error at the selector's line.
-func (p *Planner) ready(ctx context.Context, at suite.Pos, c suite.Case, field, ns, selector string) ([]string, error) {
+func (p *Planner) ready(ctx context.Context, at Pos, c Case, field, ns, selector string) ([]string, error) {
 	pods, err := p.Pods.List(ctx, ns, selector)
 	if err != nil {
 		return nil, fmt.Errorf("%s: case %q: %w", at, c.Name,
@@ -241,7 +241,7 @@ type endpoint struct {
 
 // endpoints are the ready endpoints of the Service res resolved to, each
 // with the target port behind the Service port the case traces.
-func (p *Planner) endpoints(ctx context.Context, c suite.Case, res *resolve.Result) ([]endpoint, error) {
+func (p *Planner) endpoints(ctx context.Context, c Case, res *resolve.Result) ([]endpoint, error) {
 	dst := res.Destination
 	svc, err := p.Lookup.Service(ctx, dst.Namespace, dst.Name)
 	if err != nil {

@@ -12,13 +12,12 @@ import (
 
 // Result is how one trace of a suite ended.
 type Result struct {
-	Verdict outcome.Verdict
+	// Ended is how the trace ended, as the trace runner says.
+	outcome.Ended
 	// Code is the trace's own exit code: 0 when it met its expectation.
 	Code exitcode.Code
 	// Err says why Code is not 0.
 	Err error
-	// Decided is the hop that decided the verdict, if one did.
-	Decided *outcome.Hop
 	// Model is the trace as the view saw it: its hops, for reports.
 	Model         *outcome.Model
 	Started, Done time.Time
@@ -93,7 +92,7 @@ func (r *Runner) RunAll(ctx context.Context, traces []Trace) []Result {
 		}
 		if ctx.Err() != nil {
 			now := r.Now()
-			results[i] = Result{Verdict: outcome.Incomplete, Code: exitcode.Timeout, Started: now, Done: now,
+			results[i] = Result{Ended: outcome.Ended{Verdict: outcome.Incomplete}, Code: exitcode.Timeout, Started: now, Done: now,
 				Err: errors.New("not run: the check was interrupted before this trace started")}
 			report(i, &results[i])
 			continue

@@ -20,8 +20,8 @@ func newAbandoner(set func([]string), tail []string) *abandoner {
 	return &abandoner{set: set, tail: tail, names: map[string]int{}}
 }
 
-// add counts name as running until the returned func is called.
-func (a *abandoner) add(name string) (done func()) {
+// Add counts name as running until the returned func is called.
+func (a *abandoner) Add(name string) (done func()) {
 	a.mu.Lock()
 	a.names[name]++
 	a.update()

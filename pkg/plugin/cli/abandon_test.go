@@ -18,9 +18,9 @@ func TestAbandonerNamesEveryRunningTrace(t *testing.T) {
 		last = args
 		mu.Unlock()
 	}, []string{"--helper-namespace", "ns"})
-	doneRun := a.add("tfcheck-x")
-	doneA := a.add("a")
-	doneB := a.add("b")
+	doneRun := a.Add("tfcheck-x")
+	doneA := a.Add("a")
+	doneB := a.Add("b")
 	doneA()
 	doneA() // twice is once
 	got := strings.Join(last, " ")

@@ -3,10 +3,11 @@ package cli
 import (
 	"context"
 
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/check"
+
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/exitcode"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/outcome"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/resolve"
-	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/suite"
 )
 
 // validateAllEndpoints checks --all-endpoints against the other flags: it
@@ -30,10 +31,10 @@ func (o *TraceOptions) validateAllEndpoints() error {
 // runAllEndpoints runs the trace through the Service and one to each of
 // its ready endpoints, as a one-case suite.
 func (o *TraceOptions) runAllEndpoints(ctx context.Context) error {
-	c := suite.Case{
+	c := check.Case{
 		Name: o.source.String() + " -> " + o.destination.String(),
-		From: suite.From{Namespace: o.source.Namespace, Pod: o.source.Name, Pick: suite.PickFirst},
-		To:   suite.To{Namespace: o.destination.Namespace, Service: o.destination.Name, AllEndpoints: true},
+		From: check.From{Namespace: o.source.Namespace, Pod: o.source.Name, Pick: check.PickFirst},
+		To:   check.To{Namespace: o.destination.Namespace, Service: o.destination.Name, AllEndpoints: true},
 		// A Service without --tcp or --udp gets its first port, as without
 		// --all-endpoints.
 		Protocol: o.protocol, Port: o.dstPort, Expect: outcome.Expect(o.expect), Timeout: o.timeout,
@@ -42,7 +43,7 @@ func (o *TraceOptions) runAllEndpoints(ctx context.Context) error {
 		IOStreams: o.IOStreams, configFlags: o.configFlags, deps: o.deps,
 		parallel: defaultParallel, timeout: o.timeout, engine: o.engine,
 		helperImage: o.helperImage, helperNamespace: o.helperNamespace, ovsRunDir: o.ovsRunDir, bridge: o.bridge,
-		template: o, suites: []*suite.Suite{{Cases: []suite.Case{c}}}, format: o.format, useColor: o.useColor,
+		template: o, suites: []*check.Suite{{Cases: []check.Case{c}}}, format: o.format, useColor: o.useColor,
 	}
 	return co.Run(ctx)
 }

@@ -17,12 +17,8 @@ import (
 
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/check"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/exitcode"
-	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/helpermode"
-	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/helperpod"
-	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/install"
-	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/suite"
-	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/tagalloc"
-	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/traceflow"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/tracerun"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/view"
 )
 
 // defaultParallel is how many traces of a suite run at once unless
@@ -52,30 +48,26 @@ type CheckOptions struct {
 	shareHelpers    bool
 
 	// template, when set, is the single-trace command that asked for
-	// --all-endpoints: its packet flags apply to every trace.
+	// --all-endpoints: its packet flags and run options apply to every
+	// trace.
 	template *TraceOptions
 
-	// pool and abandon are the run's shared helpers and the cleanup a
-	// second Ctrl-C starts, set by Run.
-	pool    *helpermode.Pool
-	abandon *abandoner
-
 	// Typed inputs, set by Complete.
-	suites   []*suite.Suite
+	suites   []*check.Suite
 	format   string
 	useColor bool
 }
 
 func newCheckCommand(streams genericiooptions.IOStreams, deps Deps, cf *genericclioptions.ConfigFlags) *cobra.Command {
+	d := tracerun.DefaultOptions()
 	o := &CheckOptions{IOStreams: streams, configFlags: cf, deps: deps, color: "auto", parallel: defaultParallel,
-		timeout: traceflow.DefaultTimeoutSeconds * time.Second, engine: "auto",
-		helperImage: DefaultHelperImage(), helperNamespace: install.DefaultNamespace,
-		ovsRunDir: helperpod.DefaultOVSRunDir, bridge: helperpod.DefaultBridge, shareHelpers: true}
+		timeout: d.Timeout, engine: d.Engine, helperImage: d.HelperImage, helperNamespace: d.HelperNamespace,
+		ovsRunDir: d.OVSRunDir, bridge: d.Bridge, shareHelpers: true}
 	cmd := &cobra.Command{
 		Use:   "check -f FILE",
 		Short: "Run a suite of traces, each with its expectation, for CI: a table or plain lines, JUnit XML, one exit code",
 		Long: `Run every case of one or more suite files (kind CheckSuite, apiVersion
-` + suite.APIVersion + `; pkg/plugin/suite/check-suite.schema.json in the repository documents
+` + check.APIVersion + `; pkg/plugin/check/check-suite.schema.json in the repository documents
 the format) as traces, concurrently within the tag pool.
 
 Every file is read and every case resolved (pods, selectors, Services)
@@ -116,7 +108,7 @@ helper pods of its own, as a single trace does.`,
 	f.VarP(&enumValue{&o.output, []string{outputPlain, outputJSON}}, "output", "o",
 		"output format (default: a live table on a terminal, plain lines otherwise); json writes one object per trace")
 	f.Var(&enumValue{&o.color, []string{"auto", "always", "never"}}, "color", "colour the output: auto honours NO_COLOR and needs a terminal")
-	f.IntVar(&o.parallel, "parallel", o.parallel, fmt.Sprintf("how many traces run at once, 1-%d (the tag pool)", len(tagalloc.Pool())))
+	f.IntVar(&o.parallel, "parallel", o.parallel, fmt.Sprintf("how many traces run at once, 1-%d (the tag pool)", tracerun.MaxParallel()))
 	f.Var(&timeoutValue{&o.timeout}, "timeout", "timeout of a trace whose case and defaults set none, 1s to 300s")
 	f.Var(&enumValue{&o.engine, []string{"auto", "agent", "helper"}}, "engine",
 		"who traces: agent (Antrea's agents), helper (our node helper pods), or auto (agent where Antrea serves Traceflow)")
@@ -144,7 +136,7 @@ func (o *CheckOptions) Complete() error {
 		if err != nil {
 			return err
 		}
-		s, err := suite.Parse(f, data)
+		s, err := check.Parse(f, data)
 		if err != nil {
 			return exitcode.Wrap(exitcode.Usage, err)
 		}
@@ -226,11 +218,11 @@ func (o *CheckOptions) read(f string) ([]byte, error) {
 
 // Validate checks the flags, still without a cluster.
 func (o *CheckOptions) Validate() error {
-	if n := len(tagalloc.Pool()); o.parallel < 1 || o.parallel > n {
+	if n := tracerun.MaxParallel(); o.parallel < 1 || o.parallel > n {
 		return exitcode.UsageErrorf("--parallel %d: give 1 to %d (the tags a trace can be marked with)", o.parallel, n)
 	}
-	if err := helperpod.ValidateRunDir(o.ovsRunDir); err != nil {
-		return exitcode.UsageErrorf("--ovs-rundir: %v", err)
+	if err := tracerun.ValidateOVSRunDir(o.ovsRunDir); err != nil {
+		return exitcode.Wrap(exitcode.Usage, err)
 	}
 	if o.junit != "" {
 		if st, err := os.Stat(o.junit); err == nil && st.IsDir() {
@@ -258,17 +250,17 @@ func (o *CheckOptions) Run(ctx context.Context) error {
 		return err
 	}
 	started := time.Now()
-	o.abandon = newAbandoner(o.deps.Abandon, o.traceOptions(check.Trace{}).cleanupTail())
-	var closePool func() error
-	o.pool, closePool = o.sharedHelpers(ctx, clients, traces)
+	tracing := o.tracing(clients)
+	closePool := tracing.ShareHelpers(ctx, o.shareHelpers, traces, o.parallel, "tfcheck-"+o.deps.Suffix())
 	rep := newSuiteReporter(o, traces)
-	runner := &check.Runner{Parallel: o.parallel, Now: time.Now, Run: o.runTrace(clients), Progress: rep.progress}
+	runner := &check.Runner{Parallel: o.parallel, Now: time.Now, Run: tracing.RunFunc(), Progress: rep.progress}
 	results := runner.RunAll(ctx, traces)
 	poolErr := closePool()
 	code := check.Code(results)
 	err = errors.Join(rep.close(results, code, time.Since(started)), poolErr)
 	if o.junit != "" {
-		if jerr := writeJUnit(o.junit, traces, results, started); jerr != nil {
+		report := check.JUnit{Name: DisplayName + " check", Started: started, PathText: view.PathText}
+		if jerr := report.WriteFile(o.junit, traces, results); jerr != nil {
 			err = errors.Join(err, jerr)
 		}
 	}
@@ -281,43 +273,19 @@ func (o *CheckOptions) Run(ctx context.Context) error {
 	return nil
 }
 
-// sharedHelpers returns the run's pool of helpers, one per node, and what
-// removes it; nil where each trace starts its own (--share-helpers=false,
-// no right to attach, or no REST config to attach with). Nothing is
-// created until a helper-mode trace needs a node.
-func (o *CheckOptions) sharedHelpers(ctx context.Context, c *Clients, traces []check.Trace) (*helpermode.Pool, func() error) {
-	none := func() error { return nil }
-	if !o.shareHelpers || o.engine == "agent" || c.RESTConfig == nil || !canAttach(ctx, c.Kube, o.helperNamespace) {
-		return nil, none
-	}
-	longest := time.Duration(0)
-	for _, t := range traces {
-		longest = max(longest, t.Timeout)
-	}
-	waves := (len(traces) + o.parallel - 1) / max(o.parallel, 1)
-	ovnRunDir := ""
+// tracing is how the run's traces run: the defaults of
+// `kubectl traceflow SRC DST`, or the options of the trace command that
+// asked for --all-endpoints, with the run's engine and helper settings.
+func (o *CheckOptions) tracing(clients *Clients) *check.Tracing {
+	t := &check.Tracing{Clients: clients, Suffix: o.deps.Suffix,
+		Probe: tracerun.DefaultProbe(), Options: tracerun.Options{AntreaNames: true}}
 	if o.template != nil {
-		ovnRunDir = o.template.ovnRunDir
+		t.Probe, t.Options = o.template.probe(), o.template.runOptions()
 	}
-	run := "tfcheck-" + o.deps.Suffix()
-	pool := helpermode.NewPool(helpermode.PoolConfig{
-		Cluster: helpermode.NewCluster(c.Kube, c.Streams, c.RESTConfig), Namespace: o.helperNamespace,
-		Image: o.helperImage, OVSRunDir: o.ovsRunDir, OVNRunDir: ovnRunDir, Run: run,
-		// Every wave may take a trace's timeout and start-up budget: the
-		// deadline only matters should the plugin die without its attach
-		// ending (the server stops when its standard input ends).
-		Lifetime: time.Duration(waves) * (longest + helpermode.StartupBudget),
-	})
-	forget := o.abandon.add(run)
-	return pool, func() error {
-		c, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		err := pool.Close(c)
-		if err == nil {
-			forget()
-		}
-		return err
-	}
+	t.Options.Engine, t.Options.HelperImage, t.Options.HelperNamespace = o.engine, o.helperImage, o.helperNamespace
+	t.Options.OVSRunDir, t.Options.Bridge = o.ovsRunDir, o.bridge
+	t.Options.Abandon = newAbandoner(o.deps.Abandon, cleanupTail(o.helperNamespace, t.Options.Keep, o.configFlags))
+	return t
 }
 
 // failureSummary names the traces that missed their expectation.

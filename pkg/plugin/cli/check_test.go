@@ -6,11 +6,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/check"
+
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/exitcode"
-	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/suite"
 )
 
-const suiteHead = "apiVersion: " + suite.APIVersion + "\nkind: " + suite.Kind + "\n"
+const suiteHead = "apiVersion: " + check.APIVersion + "\nkind: " + check.Kind + "\n"
 
 func writeSuite(t *testing.T, dir, name, body string) string {
 	t.Helper()

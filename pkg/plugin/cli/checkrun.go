@@ -1,81 +1,20 @@
 package cli
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"sync"
 	"time"
 
 	"github.com/muesli/termenv"
-	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/check"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/exitcode"
-	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/junit"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/outcome"
-	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/traceflow"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/tracerun"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/view"
 )
-
-// outputNone folds a trace's updates into its model and draws nothing: the
-// suite's own views report it.
-const outputNone = "none"
-
-// runTrace runs one trace of a suite through the single-trace path: the
-// same resolution result, record, engine choice and cleanup as
-// `kubectl traceflow SRC DST`.
-func (o *CheckOptions) runTrace(clients *Clients) check.RunFunc {
-	return func(ctx context.Context, t check.Trace) check.Result {
-		started := time.Now()
-		to := o.traceOptions(t)
-		tf := traceflow.Build(to.request(t.Result))
-		s := newSink(outputNone, false, false, io.Discard, time.Now)
-		r, err := to.trace(ctx, clients, t.Result, tf, s.Emit)
-		_ = s.Close() // draws nothing, so it cannot fail
-		s.mu.Lock()
-		model := s.model
-		s.mu.Unlock()
-		res := check.Result{Verdict: r.verdict, Decided: r.decided, Model: &model, Started: started, Done: time.Now()}
-		if res.Verdict == "" {
-			res.Verdict = outcome.Failed
-		}
-		if err != nil && ctx.Err() != nil {
-			// Interrupted: whatever failed after that (an API call cut
-			// short) is not a cluster's failure; the trace did not complete.
-			res.Verdict, res.Code = outcome.Incomplete, exitcode.Timeout
-			res.Err = fmt.Errorf("interrupted before the trace completed (what it created was removed): %w", err)
-			return res
-		}
-		if err != nil {
-			res.Code, res.Err = exitcode.Of(err), err
-			return res
-		}
-		res.Code, res.Err = outcome.ExitCode(r.verdict, t.Expect, r.dst)
-		return res
-	}
-}
-
-// traceOptions are the single-trace command's options for t: the
-// defaults of `kubectl traceflow SRC DST`, or those of the command that
-// asked for --all-endpoints, with the case's timeout and expectation.
-func (o *CheckOptions) traceOptions(t check.Trace) *TraceOptions {
-	to := &TraceOptions{ttl: traceflow.DefaultTTL, tcpFlags: traceflow.TCPFlagSYN, antreaNames: true}
-	if o.template != nil {
-		c := *o.template
-		to = &c
-	}
-	to.IOStreams = genericiooptions.IOStreams{Out: io.Discard, ErrOut: io.Discard}
-	to.configFlags, to.deps, to.pool, to.abandon = o.configFlags, o.deps, o.pool, o.abandon
-	to.timeout, to.expect, to.format = t.Timeout, string(t.Expect), outputNone
-	to.engine, to.helperImage, to.helperNamespace, to.ovsRunDir, to.bridge = o.engine, o.helperImage, o.helperNamespace, o.ovsRunDir, o.bridge
-	if to.changed == nil {
-		to.changed = func(string) bool { return false }
-	}
-	return to
-}
 
 // suiteReporter turns the runner's progress into the chosen output.
 type suiteReporter struct {
@@ -202,7 +141,7 @@ type caseJSON struct {
 
 func writeCaseJSON(w io.Writer, t check.Trace, r check.Result) error {
 	c := caseJSON{Case: t.Name, File: t.File, Line: t.Case.At.Line,
-		Source: endpointName(t.Result.Source), Destination: endpointName(t.Result.Destination),
+		Source: tracerun.EndpointName(t.Result.Source), Destination: tracerun.EndpointName(t.Result.Destination),
 		Expect: string(t.Expect), Verdict: string(r.Verdict), Passed: r.Passed(), ExitCode: int(r.Code),
 		Message: r.Message(t), Seconds: r.Done.Sub(r.Started).Seconds()}
 	if r.Model != nil {
@@ -225,47 +164,4 @@ func tableName(h outcome.Hop) string {
 		return fmt.Sprintf("%s(%d)", h.TableName, h.TableID)
 	}
 	return fmt.Sprint(h.TableID)
-}
-
-// writeJUnit writes the report: one testsuite per file, one testcase per
-// trace; a missed expectation is a failure, a trace that did not complete
-// an error.
-func writeJUnit(path string, traces []check.Trace, results []check.Result, started time.Time) error {
-	rep := junit.Report{Name: DisplayName + " check"}
-	index := map[string]int{}
-	for i, t := range traces {
-		si, ok := index[t.File]
-		if !ok {
-			si = len(rep.Suites)
-			index[t.File] = si
-			rep.Suites = append(rep.Suites, junit.Suite{Name: t.File, Timestamp: started})
-		}
-		r := results[i]
-		s := &rep.Suites[si]
-		s.Time = max(s.Time, r.Done.Sub(started))
-		c := junit.Case{Name: t.Name, Classname: t.File, Time: r.Done.Sub(r.Started)}
-		if r.Model != nil {
-			c.Output = view.PathText(r.Model)
-		}
-		switch {
-		case r.Passed():
-		case r.Code == exitcode.Verdict:
-			c.Failure = &junit.Problem{Type: string(r.Verdict), Message: r.Message(t), Text: c.Output}
-		default:
-			c.Error = &junit.Problem{Type: string(r.Verdict), Message: r.Message(t), Text: c.Output}
-		}
-		s.Cases = append(s.Cases, c)
-	}
-	f, err := os.Create(path) //nolint:gosec // the user names the report file
-	if err != nil {
-		return fmt.Errorf("write the JUnit report: %w", err)
-	}
-	if err := junit.Write(f, rep); err != nil {
-		_ = f.Close()
-		return fmt.Errorf("write the JUnit report %s: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("write the JUnit report %s: %w", path, err)
-	}
-	return nil
 }

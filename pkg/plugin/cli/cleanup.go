@@ -2,9 +2,7 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -13,8 +11,7 @@ import (
 
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/exitcode"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/install"
-	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/sweep"
-	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/tagalloc"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/view"
 )
 
 // CleanupOptions is `kubectl traceflow cleanup`.
@@ -72,36 +69,15 @@ The trace's OVS flows need no cleanup: they expire with the trace's timeout.`,
 	return cmd
 }
 
-// Run sweeps.
+// Run sweeps and lists what it removed.
 func (o *CleanupOptions) Run(ctx context.Context) error {
 	c, err := o.deps.Connect(o.configFlags)
 	if err != nil {
 		return err
 	}
-	ns := o.namespace
-	clockNS := ns
-	if o.allNamespaces {
-		ns, clockNS = "", install.DefaultNamespace
-	}
-	now, err := tagalloc.ServerClock(c.Kube.CoordinationV1().Leases(clockNS), time.Now)(ctx)
-	if err != nil && !o.force {
-		return exitcode.Errorf(exitcode.Setup, "read the API server's clock (a dry-run create of a Lease in %s) to tell what is stale: %w; check your RBAC, or use --force", clockNS, err)
-	}
-	opts := sweep.Options{Namespace: ns, AllRecords: o.allRecords, Force: o.force, DryRun: o.dryRun, Now: now, Traces: o.traces}
-	removed, err := sweep.Sweep(ctx, c.Kube, c.Traceflows, opts)
-	if o.againAfter > 0 {
-		select {
-		case <-ctx.Done():
-		case <-time.After(o.againAfter):
-			opts.Now = opts.Now.Add(o.againAfter)
-			more, merr := sweep.Sweep(ctx, c.Kube, c.Traceflows, opts)
-			err = errors.Join(err, merr)
-			removed.Pods = append(removed.Pods, more.Pods...)
-			removed.Leases = append(removed.Leases, more.Leases...)
-			removed.Records = append(removed.Records, more.Records...)
-			removed.Live = more.Live
-		}
-	}
+	removed, err := install.Cleanup(ctx, c.Kube, c.Traceflows, install.CleanupOptions{
+		Namespace: o.namespace, AllNamespaces: o.allNamespaces, AllRecords: o.allRecords,
+		Force: o.force, DryRun: o.dryRun, Traces: o.traces, AgainAfter: o.againAfter})
 	verb := "removed"
 	if o.dryRun {
 		verb = "would remove"
@@ -111,7 +87,7 @@ func (o *CleanupOptions) Run(ctx context.Context) error {
 		names []string
 	}{{"pod", removed.Pods}, {"lease", removed.Leases}, {"traceflow", removed.Records}} {
 		for _, n := range group.names {
-			if _, werr := fmt.Fprintf(o.Out, "%s %s %s\n", verb, group.kind, safe(n)); werr != nil {
+			if _, werr := fmt.Fprintf(o.Out, "%s %s %s\n", verb, group.kind, view.Safe(n)); werr != nil {
 				return werr
 			}
 		}
@@ -125,9 +101,5 @@ func (o *CleanupOptions) Run(ctx context.Context) error {
 		_, err = fmt.Fprintln(o.Out, "nothing to clean up")
 		return err
 	}
-	if err != nil {
-		return exitcode.Errorf(exitcode.Setup, "cleanup was incomplete: %w; check your RBAC (%s)", err,
-			strings.Join([]string{"delete pods", "delete leases", "delete traceflows"}, ", "))
-	}
-	return nil
+	return exitcode.Wrap(exitcode.Setup, err)
 }

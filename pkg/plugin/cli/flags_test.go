@@ -81,16 +81,16 @@ func TestDryRunValue(t *testing.T) {
 	}
 }
 
-func TestSafe(t *testing.T) {
-	tests := map[string]string{
-		"node-1":           "node-1",
-		"nœud-1":           "nœud-1",
-		"evil\x1b[31mnode": `"evil\x1b[31mnode"`,
-		"two\nlines":       `"two\nlines"`,
-	}
-	for in, want := range tests {
-		if got := safe(in); got != want {
-			t.Errorf("safe(%q) = %q, want %q", in, got, want)
+// --tcp-flags takes names, none or a number, and keeps all eight bits: 0
+// is no flags (not SYN), and ECE and CWR are not dropped.
+func TestTCPFlagsValueKeepsEveryBit(t *testing.T) {
+	for in, want := range map[string]int32{"0": 0, "none": 0, "ECE,CWR": 192, "0xc2": 194, "SYN": 2, "ACK": 16} {
+		var flags int32
+		if err := (&tcpFlagsValue{&flags}).Set(in); err != nil {
+			t.Fatalf("--tcp-flags %s: %v", in, err)
+		}
+		if flags != want {
+			t.Errorf("--tcp-flags %s = %d, want %d", in, flags, want)
 		}
 	}
 }

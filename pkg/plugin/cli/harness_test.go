@@ -78,7 +78,7 @@ func runCommandWith(t testing.TB, args []string, setup func(*fake.Clientset), ob
 			res.dyn = dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
 				map[schema.GroupVersionResource]string{
 					traceflow.GroupVersionResource: traceflow.ListKind,
-					crdResource():                  "CustomResourceDefinitionList",
+					traceflow.CRDsResource:         "CustomResourceDefinitionList",
 				})
 			return &Clients{Namespace: ns, Lookup: resolve.FromClientset(res.kube),
 				Traceflows: traceflow.NewClient(res.dyn, nil), Dynamic: res.dyn, Kube: res.kube}, nil

@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
@@ -127,12 +126,12 @@ func (o *InstallOptions) Run(ctx context.Context) error {
 	}
 	if o.remove {
 		if err := install.Remove(ctx, clients.Dynamic, o.objs, o.dryRun, o.Out); err != nil {
-			return installError("uninstall", err)
+			return install.Explain("uninstall", err)
 		}
 		return nil
 	}
 	if err := install.Apply(ctx, clients.Dynamic, o.objs, o.Out); err != nil {
-		return installError("install", err)
+		return install.Explain("install", err)
 	}
 	if len(o.groups) == 0 {
 		_, err = fmt.Fprintf(o.Out, "No one is bound to the roles yet: rerun with --group GROUP, or bind users yourself, e.g.\n"+
@@ -141,11 +140,4 @@ func (o *InstallOptions) Run(ctx context.Context) error {
 			install.BindingName, install.ClusterRoleName, install.BindingName, o.namespace, install.RoleName)
 	}
 	return err
-}
-
-func installError(what string, err error) error {
-	if apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) {
-		return exitcode.Errorf(exitcode.Setup, "%s: %w; this needs cluster-admin rights once: ask an administrator to run 'kubectl traceflow %s', or to apply 'kubectl traceflow install --dry-run'", what, err, what)
-	}
-	return exitcode.Errorf(exitcode.Setup, "%s: %w; check that the cluster is reachable and --context/--kubeconfig are right", what, err)
 }

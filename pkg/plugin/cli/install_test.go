@@ -6,6 +6,7 @@ import (
 
 	"github.com/kubectl-traceflow/kubectl-traceflow/internal/version"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/install"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/tracerun"
 )
 
 func TestInstallDryRunPrintsWithoutConnecting(t *testing.T) {
@@ -47,7 +48,7 @@ func TestDefaultHelperImageIsTheStampedDigest(t *testing.T) {
 	old := version.HelperImage
 	version.HelperImage = ref
 	defer func() { version.HelperImage = old }()
-	if got := DefaultHelperImage(); got != ref {
+	if got := tracerun.DefaultHelperImage(); got != ref {
 		t.Fatalf("default helper image %q, want the stamped %q", got, ref)
 	}
 	res := runCommand(t, []string{"version"})

@@ -5,29 +5,14 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"sigs.k8s.io/yaml"
 
-	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/exitcode"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/install"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/traceflow"
 )
-
-// crdResource is where CustomResourceDefinitions live.
-func crdResource() schema.GroupVersionResource {
-	return schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
-}
-
-// crdAPI is the part of the dynamic client install-crd uses.
-type crdAPI interface {
-	Get(ctx context.Context, name string, opts metav1.GetOptions, subresources ...string) (*unstructured.Unstructured, error)
-	Create(ctx context.Context, obj *unstructured.Unstructured, opts metav1.CreateOptions, subresources ...string) (*unstructured.Unstructured, error)
-	Update(ctx context.Context, obj *unstructured.Unstructured, opts metav1.UpdateOptions, subresources ...string) (*unstructured.Unstructured, error)
-}
 
 // InstallCRDOptions is `kubectl traceflow install-crd`.
 type InstallCRDOptions struct {
@@ -91,41 +76,5 @@ func (o *InstallCRDOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return o.install(ctx, clients.Dynamic.Resource(crdResource()))
-}
-
-// install creates the CRD, updates one we installed before, and leaves one
-// that someone else (Antrea) installed alone: theirs matches their agents.
-func (o *InstallCRDOptions) install(ctx context.Context, api crdAPI) error {
-	name := traceflow.CRDName
-	existing, err := api.Get(ctx, name, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		if _, err := api.Create(ctx, o.crd, metav1.CreateOptions{FieldManager: traceflow.ManagedBy}); err != nil {
-			return crdError("creating", err)
-		}
-		_, err = fmt.Fprintf(o.Out, "customresourcedefinition.apiextensions.k8s.io/%s created\n", name)
-		return err
-	case err != nil:
-		return crdError("reading", err)
-	}
-	if existing.GetLabels()[traceflow.LabelManagedBy] != traceflow.ManagedBy {
-		_, err = fmt.Fprintf(o.Out, "customresourcedefinition.apiextensions.k8s.io/%s already exists and was not installed by kubectl-traceflow (Antrea's?); left unchanged\n", name)
-		return err
-	}
-	o.crd.SetResourceVersion(existing.GetResourceVersion())
-	if _, err := api.Update(ctx, o.crd, metav1.UpdateOptions{FieldManager: traceflow.ManagedBy}); err != nil {
-		return crdError("updating", err)
-	}
-	_, err = fmt.Fprintf(o.Out, "customresourcedefinition.apiextensions.k8s.io/%s configured\n", name)
-	return err
-}
-
-func crdError(doing string, err error) error {
-	if apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) {
-		return exitcode.Errorf(exitcode.Setup, "%s CustomResourceDefinition %s: %w; this needs cluster-admin rights: ask an administrator to run 'kubectl traceflow install-crd --dry-run | kubectl apply -f -'",
-			doing, traceflow.CRDName, err)
-	}
-	return exitcode.Errorf(exitcode.Setup, "%s CustomResourceDefinition %s: %w; check that the cluster is reachable ('kubectl get crd') and --context/--kubeconfig are right",
-		doing, traceflow.CRDName, err)
+	return install.CRD(ctx, clients.Dynamic.Resource(traceflow.CRDsResource), o.crd, o.Out)
 }

@@ -18,6 +18,8 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/exitcode"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/install"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/labels"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/traceflow"
 )
 
@@ -54,7 +56,7 @@ func TestInstallCRD(t *testing.T) {
 		wantCode  exitcode.Code
 	}{
 		{name: "creates", wantVerbs: []string{"get", "create"}, wantOut: "traceflows.crd.antrea.io created"},
-		{name: "updates its own", existing: []runtime.Object{existingCRD(map[string]string{traceflow.LabelManagedBy: traceflow.ManagedBy})},
+		{name: "updates its own", existing: []runtime.Object{existingCRD(map[string]string{labels.ManagedBy: labels.Manager})},
 			wantVerbs: []string{"get", "update"}, wantOut: "traceflows.crd.antrea.io configured"},
 		{name: "leaves Antrea's alone", existing: []runtime.Object{existingCRD(map[string]string{"app": "antrea"})},
 			wantVerbs: []string{"get"}, wantOut: "not installed by kubectl-traceflow (Antrea's?); left unchanged"},
@@ -64,7 +66,7 @@ func TestInstallCRD(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-				map[schema.GroupVersionResource]string{crdResource(): "CustomResourceDefinitionList"}, tt.existing...)
+				map[schema.GroupVersionResource]string{traceflow.CRDsResource: "CustomResourceDefinitionList"}, tt.existing...)
 			if tt.reactor != nil {
 				dyn.PrependReactor("*", "*", func(k8stesting.Action) (bool, runtime.Object, error) { return true, nil, tt.reactor })
 			}
@@ -73,7 +75,7 @@ func TestInstallCRD(t *testing.T) {
 			if err := o.Complete(); err != nil {
 				t.Fatal(err)
 			}
-			err := o.install(context.Background(), dyn.Resource(crdResource()))
+			err := install.CRD(context.Background(), dyn.Resource(traceflow.CRDsResource), o.crd, o.Out)
 			if code := exitcode.Of(err); code != tt.wantCode {
 				t.Fatalf("exit code %d (%v), want %d", code, err, tt.wantCode)
 			}
@@ -91,11 +93,11 @@ func TestInstallCRD(t *testing.T) {
 				t.Errorf("output %q lacks %q", out.String(), tt.wantOut)
 			}
 			if tt.name == "creates" {
-				got, err := dyn.Resource(crdResource()).Get(context.Background(), traceflow.CRDName, metav1.GetOptions{})
+				got, err := dyn.Resource(traceflow.CRDsResource).Get(context.Background(), traceflow.CRDName, metav1.GetOptions{})
 				if err != nil {
 					t.Fatal(err)
 				}
-				if got.GetLabels()[traceflow.LabelManagedBy] != traceflow.ManagedBy {
+				if got.GetLabels()[labels.ManagedBy] != labels.Manager {
 					t.Error("the created CRD does not carry the managed-by label that later updates rely on")
 				}
 			}

@@ -4,13 +4,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/resolve"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/traceflow"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/view"
 )
 
 func printJSON(w io.Writer, tf *traceflow.Traceflow) error {
@@ -37,7 +37,7 @@ func printPlain(w io.Writer, tf *traceflow.Traceflow, res *resolve.Result) error
 	fmt.Fprintf(&b, "Traceflow %s (dry run: nothing was created)\n", tf.Name)
 	fmt.Fprintf(&b, "  from     %s\n", describe(res.Source))
 	fmt.Fprintf(&b, "  to       %s\n", describe(res.Destination))
-	fmt.Fprintf(&b, "  packet   %s\n", describePacket(tf.Spec))
+	fmt.Fprintf(&b, "  packet   %s\n", traceflow.DescribePacket(tf.Spec))
 	mode := "injected probe"
 	if tf.Spec.LiveTraffic {
 		mode = "live traffic"
@@ -54,55 +54,16 @@ func printPlain(w io.Writer, tf *traceflow.Traceflow, res *resolve.Result) error
 func describe(e resolve.Endpoint) string {
 	switch e.Kind {
 	case resolve.KindPod:
-		s := fmt.Sprintf("pod %s/%s  %s", safe(e.Namespace), safe(e.Name), e.IP)
+		s := fmt.Sprintf("pod %s/%s  %s", view.Safe(e.Namespace), view.Safe(e.Name), e.IP)
 		if e.Node != "" {
-			s += "  on node " + safe(e.Node)
+			s += "  on node " + view.Safe(e.Node)
 		}
 		if e.HostNetwork {
 			s += "  (host network)"
 		}
 		return s
 	case resolve.KindService:
-		return fmt.Sprintf("Service %s/%s  %s", safe(e.Namespace), safe(e.Name), e.IP)
+		return fmt.Sprintf("Service %s/%s  %s", view.Safe(e.Namespace), view.Safe(e.Name), e.IP)
 	}
 	return "IP " + e.IP.String()
-}
-
-func describePacket(s traceflow.Spec) string {
-	p := s.Packet
-	var parts []string
-	th := p.TransportHeader
-	switch {
-	case th.TCP != nil:
-		parts = append(parts, fmt.Sprintf("TCP port %d", th.TCP.DstPort))
-		if th.TCP.SrcPort != 0 {
-			parts = append(parts, fmt.Sprintf("from port %d", th.TCP.SrcPort))
-		}
-		if th.TCP.Flags != nil {
-			parts = append(parts, "flags "+traceflow.FormatTCPFlags(*th.TCP.Flags))
-		}
-	case th.UDP != nil:
-		parts = append(parts, fmt.Sprintf("UDP port %d", th.UDP.DstPort))
-		if th.UDP.SrcPort != 0 {
-			parts = append(parts, fmt.Sprintf("from port %d", th.UDP.SrcPort))
-		}
-	default:
-		parts = append(parts, "ICMP echo request")
-	}
-	if p.IPv6Header != nil {
-		parts = append(parts, fmt.Sprintf("IPv6 hop limit %d", p.IPv6Header.HopLimit))
-	} else if p.IPHeader != nil {
-		parts = append(parts, fmt.Sprintf("IPv4 TTL %d", p.IPHeader.TTL))
-	}
-	return strings.Join(parts, ", ")
-}
-
-// safe escapes a string from the cluster before it reaches a terminal, so
-// that a crafted node or object name cannot send control sequences.
-func safe(s string) string {
-	q := strconv.QuoteToGraphic(s)
-	if q[1:len(q)-1] == s {
-		return s
-	}
-	return q
 }

@@ -76,12 +76,12 @@ func (s *sink) Emit(u outcome.Update) {
 		if w, ok := u.(outcome.Warning); ok {
 			where := ""
 			if w.Node != "" {
-				where = " (node " + safe(w.Node) + ")"
+				where = " (node " + view.Safe(w.Node) + ")"
 			}
-			_, _ = fmt.Fprintf(s.warnTo, "Warning: %s%s\n", safe(w.Message), where)
+			_, _ = fmt.Fprintf(s.warnTo, "Warning: %s%s\n", view.Safe(w.Message), where)
 		}
 		if r, ok := u.(outcome.Retried); ok {
-			_, _ = fmt.Fprintf(s.warnTo, "Retry: %s\n", safe(r.Why))
+			_, _ = fmt.Fprintf(s.warnTo, "Retry: %s\n", view.Safe(r.Why))
 		}
 	}
 }

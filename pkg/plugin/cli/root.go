@@ -7,49 +7,23 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
-	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/engine"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/exitcode"
-	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/resolve"
-	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/traceflow"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/tracerun"
 )
 
 // DisplayName is how help text names the command: kubectl runs the plugin,
 // so users type `kubectl traceflow`, not the binary's name.
 const DisplayName = "kubectl traceflow"
 
-// Clients is everything a command needs from the cluster, each behind a
-// small interface so tests can hand in fakes.
-type Clients struct {
-	// Namespace is the default namespace: -n, or the kubeconfig context's.
-	Namespace  string
-	Lookup     resolve.Lookup
-	Traceflows traceflow.Client
-	// Dynamic serves install-crd, which writes a CustomResourceDefinition.
-	Dynamic dynamic.Interface
-	// Kube runs traces: helper pods, tag claims, engine detection.
-	Kube kubernetes.Interface
-	// Streams serves the calls that last as long as a trace (watches,
-	// helper logs): Kube without --request-timeout, which bounds every
-	// other call. Nil means Kube.
-	Streams kubernetes.Interface
-	// RESTConfig serves attach to a helper's stdin, without
-	// --request-timeout either; may be nil.
-	RESTConfig *rest.Config
-	// ServerNow is the API server's clock as of its latest response (the
-	// Date header), so that the age of Antrea's heartbeats is judged with
-	// server time only; nil where unknown.
-	ServerNow func() (time.Time, bool)
-}
+// Clients is everything a command needs from the cluster: the trace
+// runner's.
+type Clients = tracerun.Clients
 
 // Connector makes Clients from the kubeconfig flags. Commands call it only
 // after their input is validated, so that a usage error never waits for,
@@ -75,7 +49,7 @@ type Deps struct {
 
 func (d Deps) withDefaults() Deps {
 	if d.Connect == nil {
-		d.Connect = Connect
+		d.Connect = tracerun.Connect
 	}
 	if d.Suffix == nil {
 		d.Suffix = func() string { return rand.String(5) }
@@ -142,66 +116,6 @@ Kubeconfig flags (as in kubectl):
 // flagError makes a flag parsing error a usage error that points to help.
 func flagError(c *cobra.Command, err error) error {
 	return exitcode.UsageErrorf("%w; see '%s --help'", err, c.CommandPath())
-}
-
-// The client-side rate limit of the plugin's API clients.
-const (
-	clientQPS   = 100
-	clientBurst = 200
-)
-
-// Connect is the real Connector: it loads the kubeconfig (honouring
-// --kubeconfig, --context, -n and the rest) and builds the clients. It
-// makes no API call.
-func Connect(cf *genericclioptions.ConfigFlags) (*Clients, error) {
-	ns, _, err := cf.ToRawKubeConfigLoader().Namespace()
-	if err != nil {
-		return nil, exitcode.Errorf(exitcode.Setup, "reading the kubeconfig: %w; check --kubeconfig, KUBECONFIG and --context", err)
-	}
-	cfg, err := cf.ToRESTConfig()
-	if err != nil {
-		return nil, exitcode.Errorf(exitcode.Setup, "reading the kubeconfig: %w; check --kubeconfig, KUBECONFIG and --context", err)
-	}
-	// client-go's default of 5 requests a second (burst 10) is for
-	// controllers that run forever; `check` runs up to 14 traces at once,
-	// each a few dozen calls, and its cleanup on Ctrl-C must not queue
-	// behind the limiter past its budget. The API server's priority and
-	// fairness still protects it.
-	cfg.QPS, cfg.Burst = clientQPS, clientBurst
-	// The API clients note the server's Date on every response; attach
-	// keeps the plain config (an upgrade needs its own transport).
-	clock := &engine.ServerClock{}
-	api := rest.CopyConfig(cfg)
-	api.Wrap(clock.Wrap)
-	cs, dyn, err := clientsFor(api)
-	if err != nil {
-		return nil, err
-	}
-	// --request-timeout is the http.Client's Timeout, which also ends a
-	// response body being read: a watch or a log stream would end after
-	// it. Those take the trace's context instead (its --timeout, Ctrl-C).
-	long := rest.CopyConfig(api)
-	long.Timeout = 0
-	streams, dynStreams, err := clientsFor(long)
-	if err != nil {
-		return nil, err
-	}
-	attach := rest.CopyConfig(cfg)
-	attach.Timeout = 0
-	return &Clients{Namespace: ns, Lookup: resolve.FromClientset(cs), Traceflows: traceflow.NewClient(dyn, dynStreams), Dynamic: dyn,
-		Kube: cs, Streams: streams, RESTConfig: attach, ServerNow: clock.Now}, nil
-}
-
-// clientsFor makes the typed and the dynamic client over cfg.
-func clientsFor(cfg *rest.Config) (kubernetes.Interface, dynamic.Interface, error) {
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err == nil {
-		var dyn dynamic.Interface
-		if dyn, err = dynamic.NewForConfig(cfg); err == nil {
-			return cs, dyn, nil
-		}
-	}
-	return nil, nil, exitcode.Errorf(exitcode.Setup, "making a Kubernetes client: %w; check the cluster entry of the kubeconfig", err)
 }
 
 // isTerminal reports whether w is a character device (a terminal).

@@ -11,14 +11,11 @@ import (
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
-	"github.com/kubectl-traceflow/kubectl-traceflow/internal/version"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/exitcode"
-	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/helpermode"
-	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/helperpod"
-	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/install"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/outcome"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/resolve"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/traceflow"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/tracerun"
 )
 
 // Output formats. An unset -o means live on a terminal and plain
@@ -33,26 +30,12 @@ const (
 	outputWide = "wide"
 )
 
-// DefaultHelperImage is the helper image this plugin version runs: the
-// digest a release stamped into the binary, or else the image whose tag is
-// the plugin's version, so the two always match.
-func DefaultHelperImage() string {
-	if version.HelperImage != "" {
-		return version.HelperImage
-	}
-	return "ghcr.io/kubectl-traceflow/traceflow-helper:" + version.Version
-}
-
 // TraceOptions is `kubectl traceflow SRC DST`: raw flag values, then the
 // typed inputs Complete derives from them.
 type TraceOptions struct {
 	genericiooptions.IOStreams
 	configFlags *genericclioptions.ConfigFlags
 	deps        Deps
-	// pool and abandon are a check run's: its shared helpers, and the
-	// cleanup of all its running traces (nil for a single trace).
-	pool    *helpermode.Pool
-	abandon *abandoner
 
 	// Flag values, as typed.
 	tcpPort, udpPort int32
@@ -89,11 +72,12 @@ type TraceOptions struct {
 }
 
 func newTraceCommand(streams genericiooptions.IOStreams, deps Deps, cf *genericclioptions.ConfigFlags) *cobra.Command {
+	d := tracerun.DefaultOptions()
 	o := &TraceOptions{IOStreams: streams, configFlags: cf, deps: deps,
-		ttl: traceflow.DefaultTTL, timeout: traceflow.DefaultTimeoutSeconds * time.Second,
+		ttl: traceflow.DefaultTTL, timeout: d.Timeout,
 		tcpFlags: traceflow.TCPFlagSYN, engine: "auto", expect: "delivered", color: "auto",
-		helperImage: DefaultHelperImage(), helperNamespace: install.DefaultNamespace,
-		ovsRunDir: helperpod.DefaultOVSRunDir, ovnRunDir: helperpod.OVNRunDir, bridge: helperpod.DefaultBridge, antreaNames: true}
+		helperImage: d.HelperImage, helperNamespace: d.HelperNamespace,
+		ovsRunDir: d.OVSRunDir, ovnRunDir: d.OVNRunDir, bridge: d.Bridge, antreaNames: d.AntreaNames}
 	cmd := &cobra.Command{
 		Use:         "traceflow SRC DST [--tcp PORT | --udp PORT | --icmp]",
 		Short:       "Trace a packet from a pod to a pod, Service or IP through the Open vSwitch dataplane",
@@ -210,11 +194,11 @@ func (o *TraceOptions) Validate() error {
 	if o.changed("tcp-flags") && !protocolPending && o.protocol != traceflow.TCP {
 		return exitcode.UsageErrorf("--tcp-flags needs a TCP probe: add --tcp PORT, or drop --tcp-flags")
 	}
-	if err := helperpod.ValidateImage(o.helperImage); err != nil {
-		return exitcode.UsageErrorf("--helper-image: %v", err)
+	if err := tracerun.ValidateHelperImage(o.helperImage); err != nil {
+		return exitcode.Wrap(exitcode.Usage, err)
 	}
-	if err := helperpod.ValidateRunDir(o.ovsRunDir); err != nil {
-		return exitcode.UsageErrorf("--ovs-rundir: %v", err)
+	if err := tracerun.ValidateOVSRunDir(o.ovsRunDir); err != nil {
+		return exitcode.Wrap(exitcode.Usage, err)
 	}
 	if o.droppedOnly && !o.live {
 		return exitcode.UsageErrorf("--dropped-only applies to live traffic only: add --live, or drop --dropped-only")
@@ -265,25 +249,31 @@ func (o *TraceOptions) Run(ctx context.Context) error {
 		// A warning that cannot be written must not stop the trace.
 		_, _ = fmt.Fprintf(o.ErrOut, "Warning: %s\n", w)
 	}
-	tf := traceflow.Build(o.request(res))
+	tf := tracerun.Record(res, o.probe(), o.timeout, o.deps.Suffix())
 	if o.dryRun {
 		return o.print(o.Out, tf, res)
 	}
 	s := newSink(o.format, o.explain, o.useColor, o.Out, time.Now)
+	opts := o.runOptions()
+	// A second Ctrl-C removes what the trace created.
+	opts.Abandon = newAbandoner(o.deps.Abandon, cleanupTail(o.helperNamespace, o.keep, o.configFlags))
+	runner := &tracerun.Runner{Clients: clients, Options: opts, Emit: s.Emit, Notes: o.ErrOut}
 	if o.format == outputJSON || o.format == outputYAML {
+		// Structured output goes to stdout; the engine line, for people, to stderr.
 		s.warnTo = o.ErrOut
+		runner.Announce = func(line string) { _, _ = fmt.Fprintln(o.ErrOut, line) }
 	}
-	r, err := o.trace(ctx, clients, res, tf, s.Emit)
+	end, err := runner.Run(ctx, tracerun.Trace{Resolved: res, Record: tf})
 	if cerr := s.Close(); err == nil {
 		err = cerr
 	}
-	return o.finish(s, tf, r, err)
+	return o.finish(s, tf, end, err)
 }
 
 // finish prints what the chosen format prints at the end, the one-line
 // summary, and turns the verdict into the exit code.
-func (o *TraceOptions) finish(s *sink, tf *traceflow.Traceflow, r traceResult, err error) error {
-	if r.verdict == "" { // the trace never started
+func (o *TraceOptions) finish(s *sink, tf *traceflow.Traceflow, end outcome.Ended, err error) error {
+	if !end.Started() {
 		return err
 	}
 	summaryTo := o.Out
@@ -299,10 +289,10 @@ func (o *TraceOptions) finish(s *sink, tf *traceflow.Traceflow, r traceResult, e
 	if err != nil {
 		return err
 	}
-	code, verr := outcome.ExitCode(r.verdict, expect, r.dst)
-	if verr != nil && r.reason != "" {
-		reason := r.reason
-		if r.decided != nil && r.decided.Inferred() {
+	code, verr := outcome.ExitCode(end.Verdict, expect, end.Destination)
+	if verr != nil && end.Reason != "" {
+		reason := end.Reason
+		if end.Decided != nil && end.Decided.Inferred() {
 			reason += " (predicted by OVS's trace, not observed)"
 		}
 		verr = fmt.Errorf("%w: %s", verr, reason)
@@ -310,26 +300,32 @@ func (o *TraceOptions) finish(s *sink, tf *traceflow.Traceflow, r traceResult, e
 	return exitcode.Wrap(code, verr)
 }
 
-// request turns a resolution into the builder's input.
-func (o *TraceOptions) request(res *resolve.Result) traceflow.Request {
-	r := traceflow.Request{
-		Source:   traceflow.Source{Namespace: res.Source.Namespace, Pod: res.Source.Name},
-		Protocol: res.Protocol, IPv6: o.ipv6, DstPort: res.DstPort, SrcPort: o.srcPort,
-		TCPFlags: o.tcpFlags, TTL: o.ttl, Live: o.live, DroppedOnly: o.droppedOnly, Timeout: o.timeout,
+// probe is the packet the flags ask for.
+func (o *TraceOptions) probe() tracerun.Probe {
+	return tracerun.Probe{IPv6: o.ipv6, SrcPort: o.srcPort, TCPFlags: o.tcpFlags, TTL: o.ttl,
+		Live: o.live, DroppedOnly: o.droppedOnly}
+}
+
+// runOptions are how the flags ask the trace to run; the caller says who
+// is told what runs (Abandon).
+func (o *TraceOptions) runOptions() tracerun.Options {
+	return tracerun.Options{Engine: o.engine, Keep: o.keep, Timeout: o.timeout,
+		HelperImage: o.helperImage, HelperNamespace: o.helperNamespace, OVSRunDir: o.ovsRunDir, OVNRunDir: o.ovnRunDir,
+		Bridge: o.bridge, AntreaNames: o.antreaNames}
+}
+
+// cleanupTail are the arguments of the cleanup a second Ctrl-C starts that
+// follow its --trace flags, for traces with helpers in namespace ns. Unless
+// keep, a record is removed even when finished: the trace may have written
+// its verdict into it and been stopped before it deleted it. A second sweep
+// 2 s later removes what the plugin's last requests created after the
+// first sweep had listed.
+func cleanupTail(ns string, keep bool, cf *genericclioptions.ConfigFlags) []string {
+	tail := []string{"--helper-namespace", ns, "--request-timeout=5s", "--again-after=2s"}
+	if !keep {
+		tail = append(tail, "--all-records")
 	}
-	dst := res.Destination
-	dstName := dst.Name
-	switch dst.Kind {
-	case resolve.KindPod:
-		r.Destination = traceflow.Destination{Namespace: dst.Namespace, Pod: dst.Name}
-	case resolve.KindService:
-		r.Destination = traceflow.Destination{Namespace: dst.Namespace, Service: dst.Name}
-	case resolve.KindIP:
-		r.Destination = traceflow.Destination{IP: dst.IP.String()}
-		dstName = dst.IP.String()
-	}
-	r.Name = traceflow.Name(res.Source.Name, dstName, o.deps.Suffix())
-	return r
+	return append(tail, kubeconfigArgs(cf)...)
 }
 
 // print writes the dry-run result in the chosen format.

@@ -15,6 +15,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/exitcode"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/labels"
 )
 
 func TestDryRunGolden(t *testing.T) {
@@ -140,7 +141,7 @@ func TestColorEnabled(t *testing.T) {
 func TestCleanupSweepsOnlyOurs(t *testing.T) {
 	objs := append(demoCluster(),
 		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "traceflow-system", Name: "tf-x-sender-abc",
-			Labels: map[string]string{"app.kubernetes.io/managed-by": "kubectl-traceflow"}}})
+			Labels: map[string]string{labels.ManagedBy: labels.Manager}}})
 	res := runCommand(t, []string{"cleanup"}, objs...)
 	if res.err != nil {
 		t.Fatal(res.err)

@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/labels"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/traceflow"
 )
 
@@ -35,7 +36,7 @@ func CheckRecordHome(ctx context.Context, crds CRDs, d Decision) Decision {
 		why = "cannot tell whose Traceflow CRD is served (get on customresourcedefinitions is not allowed)"
 	case err != nil:
 		why = "cannot read the Traceflow CRD (" + err.Error() + ")"
-	case crd.GetLabels()[traceflow.LabelManagedBy] != traceflow.ManagedBy:
+	case crd.GetLabels()[labels.ManagedBy] != labels.Manager:
 		why = "the served Traceflow CRD is not kubectl-traceflow's and would drop the marks of inferred hops"
 	default:
 		return d

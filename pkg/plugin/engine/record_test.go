@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/labels"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/traceflow"
 )
 
@@ -33,7 +34,7 @@ func (f *fakeCRDs) Get(_ context.Context, name string, _ metav1.GetOptions, _ ..
 
 func TestCheckRecordHome(t *testing.T) {
 	crdGR := schema.GroupResource{Group: "apiextensions.k8s.io", Resource: "customresourcedefinitions"}
-	ours := map[string]string{traceflow.LabelManagedBy: traceflow.ManagedBy}
+	ours := map[string]string{labels.ManagedBy: labels.Manager}
 	for _, tc := range []struct {
 		name   string
 		crds   *fakeCRDs

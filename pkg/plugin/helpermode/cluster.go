@@ -9,7 +9,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -23,8 +22,9 @@ import (
 	"k8s.io/streaming/pkg/httpstream"
 	"k8s.io/utils/ptr"
 
-	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/exitcode"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/apierr"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/helperpod"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/labels"
 )
 
 // Cluster is what the runner needs of the API server.
@@ -65,11 +65,11 @@ type clientsetCluster struct {
 }
 
 func traceSelector(trace string) string {
-	return helperpod.ManagedByLabel + "=" + helperpod.ManagedByValue + "," + helperpod.TraceLabel + "=" + trace
+	return labels.ManagedBy + "=" + labels.Manager + "," + labels.Trace + "=" + trace
 }
 
 func (c clientsetCluster) CreatePod(ctx context.Context, pod *corev1.Pod) error {
-	_, err := c.cs.CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{FieldManager: helperpod.ManagedByValue})
+	_, err := c.cs.CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{FieldManager: labels.Manager})
 	return err
 }
 
@@ -140,15 +140,14 @@ func (c clientsetCluster) Logs(ctx context.Context, namespace, pod string) (io.R
 // apiFailure classifies an API error: Forbidden names the missing verb and
 // resource; everything else is a setup failure.
 func apiFailure(err error, verb, resource, ns string) error {
-	if apierrors.IsForbidden(err) && strings.Contains(err.Error(), "violates PodSecurity") {
-		return exitcode.Errorf(exitcode.Setup, "namespace %s enforces a PodSecurity level that rejects helper pods (they need hostNetwork and a hostPath of the OVS run directory, i.e. level privileged): leave --helper-namespace out to use traceflow-system (made by `kubectl traceflow install`), or label %s pod-security.kubernetes.io/enforce=privileged: %w", ns, ns, err)
+	where := "cluster-wide"
+	if ns != "" {
+		where = "in namespace " + ns
 	}
-	if apierrors.IsForbidden(err) {
-		where := "cluster-wide"
-		if ns != "" {
-			where = "in namespace " + ns
-		}
-		return exitcode.Errorf(exitcode.Setup, "not allowed to %s %s %s: grant it (see the README's RBAC section) or use --helper-namespace: %w", verb, resource, where, err)
-	}
-	return exitcode.Errorf(exitcode.Setup, "%s %s: %w", verb, resource, err)
+	return apierr.Wrap(err, apierr.Messages{
+		PodSecurity: apierr.Say{Before: "namespace " + ns + " enforces a PodSecurity level that rejects helper pods (they need hostNetwork and a hostPath of the OVS run directory, i.e. level privileged): " +
+			"leave --helper-namespace out to use traceflow-system (made by `kubectl traceflow install`), or label " + ns + " pod-security.kubernetes.io/enforce=privileged: "},
+		Forbidden: apierr.Say{Before: "not allowed to " + verb + " " + resource + " " + where + ": grant it (see the README's RBAC section) or use --helper-namespace: "},
+		Other:     apierr.Say{Before: verb + " " + resource + ": "},
+	})
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/report"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/helperpod"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/labels"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/traceflow"
 )
 
@@ -203,7 +204,7 @@ func (f *fakeCluster) createdNames() []string {
 	defer f.mu.Unlock()
 	var n []string
 	for _, p := range f.created {
-		n = append(n, p.Labels[helperpod.RoleLabel]+"@"+p.Spec.NodeName)
+		n = append(n, p.Labels[labels.Role]+"@"+p.Spec.NodeName)
 	}
 	return n
 }

@@ -2,12 +2,12 @@ package helpermode
 
 import (
 	"cmp"
-	"context"
 	"errors"
 	"fmt"
 	"io"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/report"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/exitcode"
@@ -15,96 +15,131 @@ import (
 )
 
 // onLine folds one line of a helper's report into the trace.
-func (t *tracer) onLine(ctx context.Context, m lineMsg) *ending {
-	h := t.helpers[m.pod]
+func (m *machine) onLine(ev evLine) *ending {
+	h := m.helpers[ev.msg.pod]
 	if h == nil {
 		return nil
 	}
-	t.noteSettled(h, m)
+	m.noteSettled(h, ev.msg)
 	if h.ended {
 		return nil
 	}
+	if msg := ev.msg; msg.problem != "" || msg.attachErr != nil || msg.eof != nil || msg.text != "" {
+		return m.onStream(h, msg)
+	}
+	l := ev.msg.line
+	at := l.Time
+	if at.IsZero() {
+		at = ev.now
+	}
+	switch l.Type {
+	case report.TypeReady:
+		return m.onReady(h, l, at)
+	case report.TypeObservation:
+		hop, _ := m.hopOf(h, l)
+		if ev.hop != nil {
+			hop = *ev.hop
+		}
+		m.hops = append(m.hops, outcome.TimedHop{Hop: hop, At: at})
+		m.emit(outcome.Observed{At: outcome.At{Time: at}, Hop: hop})
+		m.out = append(m.out, effRecord{hop: hop, at: at})
+		if _, ends := outcome.OfAction(hop.Observation.Action); ends {
+			m.pathEnd = &hop
+			// A helper's lines arrive in order, so the sender's own end is
+			// final at once; a receiver's waits for the sender's report to
+			// be complete, because the two logs race to the plugin.
+			return m.checkDone()
+		}
+	case report.TypeResult:
+		h.result, h.ended = l.Result, true
+		return m.checkDone()
+	case report.TypeError:
+		return m.fail(h, l.Error.Message)
+	}
+	return nil
+}
+
+// hopOf is the hop an observation line reports. A rule of an
+// Antrea-native policy is known on the node by its conjunction id only: its
+// policy is unknown, and says why. explain says whether a Kubernetes
+// NetworkPolicy's isolation may have dropped it, which only the API can say
+// (the loop asks the Explainer before the line reaches the machine).
+func (m *machine) hopOf(h *helper, l report.Line) (hop outcome.Hop, explain bool) {
+	hop = hopFrom(h.node, h.role, l)
+	if o, named := outcome.NameAntreaRule(m.hops, hop); named {
+		hop.Observation = o
+		return hop, false
+	}
+	return hop, hop.Observation.Action == report.ActionDropped && hop.Observation.NetworkPolicy == ""
+}
+
+// observation is the helper and hop of an observation line the machine
+// would fold, for the loop to explain; ok is false for any other line.
+func (m *machine) observation(msg lineMsg) (hop outcome.Hop, explain, ok bool) {
+	h := m.helpers[msg.pod]
+	if m.ended != nil || h == nil || h.ended || msg.problem != "" || msg.attachErr != nil || msg.eof != nil || msg.text != "" ||
+		msg.line.Type != report.TypeObservation {
+		return hop, false, false
+	}
+	hop, explain = m.hopOf(h, msg.line)
+	return hop, explain, true
+}
+
+// onStream folds what a helper's stream says besides its report lines:
+// a shared helper's problem, a failed attach, the end of its report, a
+// line of noise.
+func (m *machine) onStream(h *helper, msg lineMsg) *ending {
 	switch {
-	case m.problem != "":
-		return t.fail(h, "its node's shared helper "+m.problem)
-	case m.attachErr != nil:
+	case msg.problem != "":
+		return m.fail(h, "its node's shared helper "+msg.problem)
+	case msg.attachErr != nil:
 		if h.ready {
 			return nil // the go got through: the stream just ended badly
 		}
-		return t.fail(h, fmt.Sprintf("cannot attach to it to start it and read its report: %v (the plugin needs create on pods/attach in namespace %s)", m.attachErr, t.cfg.Namespace))
-	case m.eof != nil:
+		return m.fail(h, fmt.Sprintf("cannot attach to it to start it and read its report: %v (the plugin needs create on pods/attach in namespace %s)", msg.attachErr, m.namespace))
+	case msg.eof != nil:
 		h.ended = true
-		if h.result == nil && !errors.Is(m.eof, io.EOF) && serverAway(m.eof) {
-			msg := fmt.Sprintf("helper on node %s: its log stream through the API server broke (%v) before it reported (the API server restarted or is unreachable?): the plugin removes the trace's helper pods, tag claim and record once it answers again (within 30 s); run the trace again", h.node, m.eof)
-			return &ending{verdict: outcome.Failed, reason: msg, apiAway: true, err: exitcode.Errorf(exitcode.Setup, "%s", msg)}
+		if h.result == nil && !errors.Is(msg.eof, io.EOF) && serverAway(msg.eof) {
+			why := fmt.Sprintf("helper on node %s: its log stream through the API server broke (%v) before it reported (the API server restarted or is unreachable?): the plugin removes the trace's helper pods, tag claim and record once it answers again (within 30 s); run the trace again", h.node, msg.eof)
+			return &ending{verdict: outcome.Failed, reason: why, apiAway: true, err: exitcode.Errorf(exitcode.Setup, "%s", why)}
 		}
 		if h.result == nil {
 			why := "its output ended without a result"
-			if !errors.Is(m.eof, io.EOF) {
-				why = m.eof.Error()
+			if !errors.Is(msg.eof, io.EOF) {
+				why = msg.eof.Error()
 			}
 			if len(h.noise) > 0 {
 				why += ": " + strings.Join(h.noise, " | ")
 			}
-			return t.fail(h, why+" (check the helper image and the node's OVS)")
+			return m.fail(h, why+" (check the helper image and the node's OVS)")
 		}
-		return t.checkDone()
-	case m.text != "":
-		h.addNoise(m.text)
+		return m.checkDone()
+	case msg.text != "":
+		h.addNoise(msg.text)
 		return nil
 	}
-	l := m.line
-	at := l.Time
-	if at.IsZero() {
-		at = t.r.Now()
+	return nil
+}
+
+// onReady folds a helper's ready line: the receivers' readiness lets the
+// sender inject; the sender's own is the moment of injection.
+func (m *machine) onReady(h *helper, l report.Line, at time.Time) *ending {
+	h.ready, h.waiting, h.cookie = true, "", l.Ready.Cookie
+	m.emit(outcome.HelperReady{At: outcome.At{Time: at}, Node: h.node, Role: h.role, Version: l.Ready.HelperVersion})
+	if v := l.Ready.HelperVersion; m.version != "" && v != "" && v != m.version {
+		m.emit(outcome.Warning{At: outcome.At{Time: at}, Node: h.node, Message: fmt.Sprintf(
+			"helper %s differs from plugin %s: the report format may not match; use --helper-image with the plugin's version", v, m.version)})
 	}
-	switch l.Type {
-	case report.TypeReady:
-		h.ready, h.waiting, h.cookie = true, "", l.Ready.Cookie
-		t.r.Emit(outcome.HelperReady{At: outcome.At{Time: at}, Node: h.node, Role: h.role, Version: l.Ready.HelperVersion})
-		if v := l.Ready.HelperVersion; t.r.Version != "" && v != "" && v != t.r.Version {
-			t.r.Emit(outcome.Warning{At: outcome.At{Time: at}, Node: h.node, Message: fmt.Sprintf(
-				"helper %s differs from plugin %s: the report format may not match; use --helper-image with the plugin's version", v, t.r.Version)})
-		}
-		if n := l.Ready.Naming; n != "" {
-			t.r.Emit(outcome.Warning{At: outcome.At{Time: at}, Node: h.node, Message: n})
-		}
-		if h == t.sender {
-			// The sender injects as soon as its flows are in: its ready
-			// line is the moment of injection, give or take microseconds.
-			t.r.Emit(outcome.Injected{At: outcome.At{Time: at}, Node: h.node})
-			return nil
-		}
-		if err := t.maybeStartSender(ctx); err != nil {
-			return &ending{verdict: outcome.Failed, reason: err.Error(), err: err}
-		}
-	case report.TypeObservation:
-		hop := hopFrom(h.node, h.role, l)
-		// A rule of an Antrea-native policy is known on the node by its
-		// conjunction id only: its policy is unknown, and says why. Other
-		// policy drops may be Kubernetes NetworkPolicies' isolation, which
-		// the Explainer names from the policies in the API.
-		if o, named := outcome.NameAntreaRule(t.hops, hop); named {
-			hop.Observation = o
-		} else if hop.Observation.Action == report.ActionDropped && hop.Observation.NetworkPolicy == "" && t.r.Explainer != nil {
-			hop.Observation = t.r.Explainer.ExplainDrop(ctx, t.hops, hop.Observation)
-		}
-		t.hops = append(t.hops, outcome.TimedHop{Hop: hop, At: at})
-		t.r.Emit(outcome.Observed{At: outcome.At{Time: at}, Hop: hop})
-		t.rec.add(hop, at)
-		if _, ends := outcome.OfAction(hop.Observation.Action); ends {
-			t.end = &hop
-			// A helper's lines arrive in order, so the sender's own end is
-			// final at once; a receiver's waits for the sender's report to
-			// be complete, because the two logs race to the plugin.
-			return t.checkDone()
-		}
-	case report.TypeResult:
-		h.result, h.ended = l.Result, true
-		return t.checkDone()
-	case report.TypeError:
-		return t.fail(h, l.Error.Message)
+	if n := l.Ready.Naming; n != "" {
+		m.emit(outcome.Warning{At: outcome.At{Time: at}, Node: h.node, Message: n})
 	}
+	if h == m.sender {
+		// The sender injects as soon as its flows are in: its ready
+		// line is the moment of injection, give or take microseconds.
+		m.emit(outcome.Injected{At: outcome.At{Time: at}, Node: h.node})
+		return nil
+	}
+	m.maybeStartSender()
 	return nil
 }
 
@@ -113,35 +148,35 @@ func (t *tracer) onLine(ctx context.Context, m lineMsg) *ending {
 // and did not leave the pod network on its way to a pod or Service (a
 // destination routed through the gateway arrives on its node's gateway,
 // where that node's receiver catches it).
-func (t *tracer) checkDone() *ending {
-	if t.end != nil && (t.end.Node == t.sender.node || t.sender.ended) && !t.mayArriveElsewhere() {
-		return t.decided()
+func (m *machine) checkDone() *ending {
+	if m.pathEnd != nil && (m.pathEnd.Node == m.sender.node || m.sender.ended) && !m.mayArriveElsewhere() {
+		return m.decided()
 	}
-	if !t.sender.ended {
+	if !m.sender.ended {
 		return nil
 	}
-	tunnelled := t.mayArriveElsewhere()
-	for _, h := range t.hops {
-		if h.Node == t.sender.node && h.Observation.TunnelDstIP != "" {
+	tunnelled := m.mayArriveElsewhere()
+	for _, h := range m.hops {
+		if h.Node == m.sender.node && h.Observation.TunnelDstIP != "" {
 			tunnelled = true
 		}
 	}
 	if tunnelled {
-		for _, h := range t.helpers {
+		for _, h := range m.helpers {
 			if h.created && !h.ended {
 				return nil
 			}
 		}
 	}
-	if v, _ := outcome.Decide(t.pathHops()); v != outcome.Incomplete {
-		return t.decided()
+	if v, _ := outcome.Decide(m.pathHops()); v != outcome.Incomplete {
+		return m.decided()
 	}
-	reason := fmt.Sprintf("the probe was not seen on %s within %s", t.sender.node, t.cfg.Timeout)
+	reason := fmt.Sprintf("the probe was not seen on %s within %s", m.sender.node, m.timeout)
 	if tunnelled {
-		reason = fmt.Sprintf("the probe went into the tunnel on %s but no receiver reported it within %s: check the underlay between the nodes", t.sender.node, t.cfg.Timeout)
-	} else if len(t.hops) > 0 {
-		last := t.hops[len(t.hops)-1]
-		reason = fmt.Sprintf("the probe's last hop was %s %s on %s and nothing after it within %s", last.Observation.Component, last.Observation.Action, last.Node, t.cfg.Timeout)
+		reason = fmt.Sprintf("the probe went into the tunnel on %s but no receiver reported it within %s: check the underlay between the nodes", m.sender.node, m.timeout)
+	} else if len(m.hops) > 0 {
+		last := m.hops[len(m.hops)-1]
+		reason = fmt.Sprintf("the probe's last hop was %s %s on %s and nothing after it within %s", last.Observation.Component, last.Observation.Action, last.Node, m.timeout)
 	}
 	return &ending{verdict: outcome.Incomplete, reason: reason}
 }
@@ -150,10 +185,10 @@ func (t *tracer) checkDone() *ending {
 // receivers', each node's in the order it reported them. Arrival order is
 // not path order: two helpers' logs race to the plugin, and a receiver's
 // Delivered may come in before the sender's own last hop.
-func (t *tracer) pathHops() []outcome.TimedHop {
-	hops := slices.Clone(t.hops)
+func (m *machine) pathHops() []outcome.TimedHop {
+	hops := slices.Clone(m.hops)
 	slices.SortStableFunc(hops, func(a, b outcome.TimedHop) int {
-		return cmp.Compare(b2i(a.Node != t.sender.node), b2i(b.Node != t.sender.node))
+		return cmp.Compare(b2i(a.Node != m.sender.node), b2i(b.Node != m.sender.node))
 	})
 	return hops
 }
@@ -168,13 +203,13 @@ func b2i(b bool) int {
 // mayArriveElsewhere reports whether the sender's packet left the pod
 // network for a destination on it while a receiver still waits: the
 // packet may yet arrive on the destination's node, routed by the hosts.
-func (t *tracer) mayArriveElsewhere() bool {
-	if t.end == nil || t.end.Node != t.sender.node || t.end.Observation.Action.Normalize() != report.ActionForwardedOutOfNetwork ||
-		outcome.ReachedDestination(outcome.ForwardedOutOfNetwork, t.plan.View.DestinationKind) {
+func (m *machine) mayArriveElsewhere() bool {
+	if m.pathEnd == nil || m.pathEnd.Node != m.sender.node || m.pathEnd.Observation.Action.Normalize() != report.ActionForwardedOutOfNetwork ||
+		outcome.ReachedDestination(outcome.ForwardedOutOfNetwork, m.dstKind) {
 		return false
 	}
-	for _, h := range t.helpers {
-		if h.created && !h.ended && h != t.sender {
+	for _, h := range m.helpers {
+		if h.created && !h.ended && h != m.sender {
 			return true
 		}
 	}
@@ -183,10 +218,10 @@ func (t *tracer) mayArriveElsewhere() bool {
 
 // decided ends the trace with the verdict of its hops, at the hop that
 // decided it.
-func (t *tracer) decided() *ending {
-	v, at := outcome.Decide(t.pathHops())
+func (m *machine) decided() *ending {
+	v, at := outcome.Decide(m.pathHops())
 	if at == nil {
 		return &ending{verdict: v, reason: string(v)}
 	}
-	return &ending{verdict: v, reason: outcome.Describe(v, *at, t.plan.View.DestinationKind), decided: at}
+	return &ending{verdict: v, reason: outcome.Describe(v, *at, m.dstKind), decided: at}
 }

@@ -2,7 +2,6 @@ package helpermode
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -144,28 +143,10 @@ func (t *tracer) startNodeWatch(ctx context.Context, node string) {
 	go t.watchNode(wctx, node, t.nodesDown)
 }
 
-// stopNodeWatch stops watching node's kubelet once every helper there has
-// started: their reports say the rest.
+// stopNodeWatch stops watching node's kubelet: every helper there has
+// started, and their reports say the rest.
 func (t *tracer) stopNodeWatch(node string) {
-	cancel := t.nodeWatches[node]
-	if cancel == nil {
-		return
+	if cancel := t.nodeWatches[node]; cancel != nil {
+		cancel()
 	}
-	for _, h := range t.helpers {
-		if h.node == node && h.created && !h.streaming {
-			return
-		}
-	}
-	cancel()
-}
-
-// onNodeDown ends the trace when a helper on the node has not started.
-func (t *tracer) onNodeDown(d nodeDown) *ending {
-	for _, h := range t.sortedHelpers() {
-		if h.node == d.node && h.created && !h.streaming && !h.ended {
-			return t.fail(h, fmt.Sprintf("its pod cannot start: the node's kubelet has not renewed its Lease kube-node-lease/%s for %s by the API server's clock (a running kubelet renews it every %s), though the Node may still look Ready: check the kubelet on %s",
-				d.node, d.age.Round(time.Second), defaultNodeLeaseDuration/4, d.node))
-		}
-	}
-	return nil
 }

@@ -80,8 +80,11 @@ func TestStoppedKubeletFailsNamingTheNode(t *testing.T) {
 			t.Errorf("message %q lacks %q", err, want)
 		}
 	}
-	if d := time.Since(start); d > 5*time.Second || d < h.runner.LeaseConfirm {
-		t.Errorf("took %s: the stale Lease should end the trace once it stayed unrenewed for %s", d, h.runner.LeaseConfirm)
+	// A setup failure (not exit 3, the trace's timeout) is what says the
+	// Lease, not the 30 s timeout, ended the trace; only the lower bound is
+	// timed, and a slow machine cannot make it fail.
+	if d := time.Since(start); d < h.runner.LeaseConfirm {
+		t.Errorf("took %s: the stale Lease should end the trace only once it stayed unrenewed for %s", d, h.runner.LeaseConfirm)
 	}
 	if len(h.cluster.deleted) != 1 || h.leases(t) != 0 {
 		t.Errorf("left behind: deleted=%v leases=%d", h.cluster.deleted, h.leases(t))

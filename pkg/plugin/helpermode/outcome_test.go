@@ -11,6 +11,7 @@ import (
 
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/report"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/helperpod"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/labels"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/outcome"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/view"
 )
@@ -115,7 +116,7 @@ func TestKeptRecordSaysWhatTheOutputSays(t *testing.T) {
 	injected := make(chan struct{})
 	h := newHarness(func(f *fakeCluster, p *corev1.Pod) {
 		f.run(p)
-		if p.Labels[helperpod.RoleLabel] == string(helperpod.RoleReceiver) {
+		if p.Labels[labels.Role] == string(helperpod.RoleReceiver) {
 			f.write(p, readyLine(report.RoleReceiver))
 			<-injected
 			f.write(p, obsLine(classified, 0, "Classifier", "priority=200,in_port=tun0"),

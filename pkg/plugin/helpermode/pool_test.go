@@ -18,6 +18,7 @@ import (
 
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/report"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/helperpod"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/labels"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/outcome"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/traceflow"
 )
@@ -275,7 +276,7 @@ func TestPoolRunsTracesOnSharedHelpers(t *testing.T) {
 		t.Errorf("after Close: input ended on %v, pods deleted %v", f.stdinEnded, f.deleted)
 	}
 	for _, p := range f.created {
-		if p.Labels[helperpod.RoleLabel] != string(helperpod.RoleServer) || p.Labels[helperpod.TraceLabel] != "tfcheck-abcde" ||
+		if p.Labels[labels.Role] != string(helperpod.RoleServer) || p.Labels[labels.Trace] != "tfcheck-abcde" ||
 			!p.Spec.Containers[0].Stdin || !p.Spec.Containers[0].StdinOnce || p.Spec.Containers[0].Args[0] != "serve" {
 			t.Errorf("server pod %s: labels %v, args %v", p.Name, p.Labels, p.Spec.Containers[0].Args)
 		}

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/report"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/labels"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/outcome"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/traceflow"
 )
@@ -71,7 +72,7 @@ func (r *recorder) start(ctx context.Context, tag uint8, now time.Time) error {
 	if obj.Annotations == nil {
 		obj.Annotations = map[string]string{}
 	}
-	obj.Annotations[traceflow.TagAnnotation] = strconv.Itoa(int(tag))
+	obj.Annotations[labels.TagAnnotation] = strconv.Itoa(int(tag))
 	// The create is not cut short by an interrupt: a request cancelled on
 	// its way may still be carried out by the API server, leaving a record
 	// the trace does not know it made, and so never deletes. Once it is

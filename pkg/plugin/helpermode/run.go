@@ -6,18 +6,14 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
-	"sort"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/report"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/exitcode"
-	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/helperpod"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/outcome"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/tagalloc"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/traceflow"
@@ -63,7 +59,7 @@ type Plan struct {
 	// packet may arrive through a tunnel.
 	Sender     string
 	Receivers  []string
-	SenderArgs []string
+	SenderArgs report.ProbeArgs
 	// Record is the trace record; with RecordAsCR it is created as a
 	// Traceflow object and its status kept up to date (only where no
 	// Antrea controller would act on it).
@@ -103,11 +99,8 @@ type Runner struct {
 
 // Outcome is how a trace ended.
 type Outcome struct {
-	Verdict outcome.Verdict
-	Reason  string
-	// Decided is the hop that decided the verdict (nil for Incomplete and
-	// Failed).
-	Decided *outcome.Hop
+	// Ended is how every trace ends, whichever engine ran it.
+	outcome.Ended
 	Tag     uint8
 	Results []report.NodeResult
 	// Record is the final trace record (the object, or its in-memory form).
@@ -126,29 +119,23 @@ const cleanupBudget = 5 * time.Second
 func (r *Runner) Run(ctx context.Context, cfg Config, plan Plan) (out Outcome, err error) {
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout+StartupBudget)
 	defer cancel()
-	// apiAway: the trace ended because the API server went away; the
-	// cleanup then waits for it to come back (apiaway.go).
-	apiAway := false
-	budget := func() time.Duration {
-		if apiAway {
-			return apiAwayBudget
-		}
-		return cleanupBudget
-	}
-	cleanupCtx := func() (context.Context, context.CancelFunc) {
-		return context.WithTimeout(context.WithoutCancel(ctx), budget())
-	}
+	cl := &cleanups{ctx: ctx}
 
-	// The helpers' log streams and the watch on their pods outlive an
+	// The helpers' streams and the watch on their pods outlive an
 	// interrupted trace: stopping the helpers waits for their word that
 	// their flows are gone (settle).
 	life, endLife := context.WithCancel(context.WithoutCancel(ctx))
 	defer endLife()
+	lines := make(chan lineMsg, 16)
+	var fl fleet = newPodFleet(r.Cluster, cfg.Namespace, plan.Trace, life, lines)
+	if cfg.Pool != nil {
+		fl = poolFleet{pool: cfg.Pool, lines: lines}
+	}
 	// The watches are opened while the tag is claimed and the record
 	// written: the API server answers a watch only after a round trip of
 	// its own (measured in the lab: 80 to 180 ms each, one after the other
 	// before).
-	opened := r.openWatches(ctx, life, cfg, plan)
+	opened := fl.watch(ctx, life)
 	joined := false
 	defer func() {
 		if !joined {
@@ -156,21 +143,12 @@ func (r *Runner) Run(ctx context.Context, cfg Config, plan Plan) (out Outcome, e
 		}
 	}()
 
-	inUse := map[uint8]bool{}
-	if r.InUse != nil {
-		if inUse, err = r.InUse(ctx); err != nil {
-			return out, exitcode.Errorf(exitcode.Setup, "find the tags of running traces: %w", err)
-		}
-	}
-	claim, err := r.Tags.Acquire(ctx, plan.Trace, tagalloc.ClaimDuration, inUse)
-	if errors.Is(err, tagalloc.ErrExhausted) {
-		return out, exitcode.Errorf(exitcode.Setup, "%w: wait for them to finish, or run `kubectl traceflow cleanup` to free tags left by a killed plugin", err)
-	}
+	claim, err := r.claimTag(ctx, cfg, plan)
 	if err != nil {
-		return out, apiFailure(err, "create", "leases.coordination.k8s.io", cfg.Namespace)
+		return out, err
 	}
 	defer func() {
-		c, cancel := cleanupCtx()
+		c, cancel := cl.context(0)
 		defer cancel()
 		err = errors.Join(err, whileAway(c, claim.Release))
 	}()
@@ -179,20 +157,9 @@ func (r *Runner) Run(ctx context.Context, cfg Config, plan Plan) (out Outcome, e
 	defer stopHold() // before Release, which the defer above runs after this one
 	go claim.Hold(holdCtx, r.Now)
 
-	rec := newRecorder(r.Records, plan.Record, plan.RecordAsCR, cfg.Keep)
-	started := plan.View
-	started.Time, started.Tag = r.Now(), claim.Tag
-	r.Emit(started)
-	// The record is a by-product of the trace: a record that cannot be
-	// written is a warning, never a different exit code.
-	if serr := rec.start(ctx, claim.Tag, r.Now()); serr != nil && ctx.Err() != nil {
-		rec.asCR = false // interrupted: the loop ends at once, the cleanup deletes what was made
-	} else if serr != nil {
-		rec.asCR = false
-		r.warn("the trace record could not be created (%v); it stays in the plugin (see -o yaml)", recordProblem(serr, "create", "traceflows"))
-	}
+	rec := r.startRecord(ctx, cfg, plan, claim.Tag)
 	defer func() {
-		c, cancel := cleanupCtx()
+		c, cancel := cl.context(0)
 		defer cancel()
 		if cerr := whileAway(c, rec.cleanup); cerr != nil {
 			r.warn("the trace record %s could not be deleted (%v): run `kubectl traceflow cleanup`", rec.tf.Name, recordProblem(cerr, "delete", "traceflows"))
@@ -206,75 +173,83 @@ func (r *Runner) Run(ctx context.Context, cfg Config, plan Plan) (out Outcome, e
 	if w.err != nil {
 		return out, w.err
 	}
-	pods, events := w.pods, w.events
-
-	t := &tracer{r: r, cfg: cfg, plan: plan, tag: claim.Tag, mark: newMark(), rec: rec, life: life, pods: pods, lines: make(chan lineMsg, 16), helpers: map[string]*helper{},
-		nodeWatches: map[string]context.CancelFunc{}, nodesDown: make(chan nodeDown),
-		// A shared helper runs its part the moment it is handed it.
-		parallel: cfg.ParallelStart && cfg.Pool == nil}
+	t := newTracer(r, cfg, plan, claim.Tag, rec, fl, lines, w.pods)
 	defer func() {
-		c, cancel := context.WithTimeout(context.WithoutCancel(ctx), budget()+settleWait)
+		c, cancel := cl.context(settleWait)
 		defer cancel()
 		if serr := t.settle(c); serr != nil {
 			err = errors.Join(err, serr)
 		}
 	}()
-	end := t.loop(ctx, pods, events)
-	apiAway = end.apiAway
-	out.Verdict, out.Reason, out.Decided, err = end.verdict, end.reason, end.decided, end.err
+	end := t.loop(ctx, w.pods, w.events)
+	cl.apiAway = end.apiAway
+	return r.finish(ctx, rec, out, end)
+}
+
+// cleanups bound the deletions after the trace: cleanupBudget, or
+// apiAwayBudget when the trace ended because the API server went away
+// (the cleanup then waits for it to come back, apiaway.go).
+type cleanups struct {
+	ctx     context.Context
+	apiAway bool
+}
+
+// context is for a cleanup step, with extra time on top of the budget;
+// it outlives the trace's own context, Ctrl-C included.
+func (c *cleanups) context(extra time.Duration) (context.Context, context.CancelFunc) {
+	budget := cleanupBudget
+	if c.apiAway {
+		budget = apiAwayBudget
+	}
+	return context.WithTimeout(context.WithoutCancel(c.ctx), budget+extra)
+}
+
+// claimTag claims a tag no other trace holds.
+func (r *Runner) claimTag(ctx context.Context, cfg Config, plan Plan) (*tagalloc.Claim, error) {
+	inUse := map[uint8]bool{}
+	if r.InUse != nil {
+		var err error
+		if inUse, err = r.InUse(ctx); err != nil {
+			return nil, exitcode.Errorf(exitcode.Setup, "find the tags of running traces: %w", err)
+		}
+	}
+	claim, err := r.Tags.Acquire(ctx, plan.Trace, tagalloc.ClaimDuration, inUse)
+	if errors.Is(err, tagalloc.ErrExhausted) {
+		return nil, exitcode.Errorf(exitcode.Setup, "%w: wait for them to finish, or run `kubectl traceflow cleanup` to free tags left by a killed plugin", err)
+	}
+	if err != nil {
+		return nil, apiFailure(err, "create", "leases.coordination.k8s.io", cfg.Namespace)
+	}
+	return claim, nil
+}
+
+// startRecord shows the trace's start and writes its record. The record
+// is a by-product of the trace: a record that cannot be written is a
+// warning, never a different exit code.
+func (r *Runner) startRecord(ctx context.Context, cfg Config, plan Plan, tag uint8) *recorder {
+	rec := newRecorder(r.Records, plan.Record, plan.RecordAsCR, cfg.Keep)
+	started := plan.View
+	started.Time, started.Tag = r.Now(), tag
+	r.Emit(started)
+	if serr := rec.start(ctx, tag, r.Now()); serr != nil && ctx.Err() != nil {
+		rec.asCR = false // interrupted: the loop ends at once, the cleanup deletes what was made
+	} else if serr != nil {
+		rec.asCR = false
+		r.warn("the trace record could not be created (%v); it stays in the plugin (see -o yaml)", recordProblem(serr, "create", "traceflows"))
+	}
+	return rec
+}
+
+// finish writes the record's final status and shows the verdict.
+func (r *Runner) finish(ctx context.Context, rec *recorder, out Outcome, end ending) (Outcome, error) {
+	out.Verdict, out.Reason, out.Decided = end.verdict, end.reason, end.decided
 	out.Results = rec.results(true)
 	if ferr := rec.finish(ctx, out.Verdict, out.Reason); ferr != nil {
 		r.warn("the trace record's final status could not be written (%v); the verdict below stands", recordProblem(ferr, "update", "traceflows/status"))
 	}
 	r.Emit(outcome.Finished{At: outcome.At{Time: r.Now()}, Verdict: out.Verdict, Reason: out.Reason, Decided: out.Decided})
 	out.Record = rec.tf
-	return out, err
-}
-
-// watches are a trace's watches on its helper pods and on pod events.
-type watches struct {
-	pods, events watch.Interface
-	err          error
-}
-
-func (w watches) stop() {
-	if w.pods != nil {
-		w.pods.Stop()
-	}
-	if w.events != nil {
-		w.events.Stop()
-	}
-}
-
-// openWatches opens the watches on plan's helper pods (for life) and on
-// pod events (for ctx), both at once; a pool watches its own pods, so its
-// traces get watches that never fire.
-func (r *Runner) openWatches(ctx, life context.Context, cfg Config, plan Plan) <-chan watches {
-	out := make(chan watches, 1)
-	if cfg.Pool != nil {
-		out <- watches{pods: watch.NewFake(), events: watch.NewFake()}
-		return out
-	}
-	go func() {
-		var w watches
-		var eventsErr error
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			w.events, eventsErr = r.Cluster.WatchEvents(ctx, cfg.Namespace)
-		}()
-		pods, podsErr := r.Cluster.WatchPods(life, cfg.Namespace, plan.Trace)
-		<-done
-		w.pods = pods
-		switch {
-		case podsErr != nil:
-			w.err = apiFailure(podsErr, "watch", "pods", cfg.Namespace)
-		case eventsErr != nil:
-			w.err = apiFailure(eventsErr, "watch", "events", cfg.Namespace)
-		}
-		out <- w
-	}()
-	return out
+	return out, end.err
 }
 
 // maxMark is the widest mark the helpers accept: an IPv6 flow label's 20
@@ -303,271 +278,4 @@ func recordProblem(err error, verb, resource string) string {
 		return fmt.Sprintf("not allowed to %s %s.crd.antrea.io: %v", verb, resource, err)
 	}
 	return err.Error()
-}
-
-// ending is how the trace ends: returned by the handlers once the verdict
-// (or a failure) is known, nil while the trace goes on.
-type ending struct {
-	verdict outcome.Verdict
-	reason  string
-	err     error
-	// decided is the hop that decided the verdict, if one did.
-	decided *outcome.Hop
-	// apiAway: the trace ended because the API server went away.
-	apiAway bool
-}
-
-type lineMsg struct {
-	pod  string
-	line report.Line
-	// text is a line that is not a report line; eof ends the stream;
-	// attachErr says the go could not be sent to the sender; problem says
-	// why a shared helper (Pool) cannot run this trace's part.
-	text      string
-	eof       error
-	attachErr error
-	problem   string
-}
-
-type tracer struct {
-	r    *Runner
-	cfg  Config
-	plan Plan
-	tag  uint8
-	// mark is the probe's mark, random per trace: with the tag alone a
-	// pod could forge a packet the helpers count as the probe.
-	mark uint32
-	rec  *recorder
-	// life outlives an interrupted trace, for settle: the helpers' logs
-	// are followed and their pods watched (pods) until it ends.
-	life    context.Context
-	pods    watch.Interface
-	lines   chan lineMsg
-	helpers map[string]*helper // by pod name
-	sender  *helper
-	hops    []outcome.TimedHop
-	// end is the hop where the packet's path ended, once one reported it.
-	end *outcome.Hop
-	// parallel: every helper is attached to (Config.ParallelStart): its
-	// standard input carries its go, its standard output its report.
-	parallel bool
-	// nodeWatches stop the watch on each node's kubelet; nodesDown says
-	// which node's kubelet has stopped.
-	nodeWatches map[string]context.CancelFunc
-	nodesDown   chan nodeDown
-}
-
-func (t *tracer) newHelper(node string, role helperpod.Role) *helper {
-	name := helperpod.Name(t.plan.Trace, role, node)
-	h := &helper{node: node, role: podRole(role), pod: name}
-	h.goR, h.goW = io.Pipe()
-	t.helpers[name] = h
-	return h
-}
-
-// create starts a helper pod.
-func (t *tracer) create(ctx context.Context, h *helper, role helperpod.Role) error {
-	args := []string(nil)
-	if role == helperpod.RoleSender {
-		args = t.plan.SenderArgs
-	}
-	params := helperpod.Params{
-		TraceName: t.plan.Trace, Namespace: t.cfg.Namespace, Node: h.node, Role: role,
-		Image: t.cfg.Image, PullPolicy: t.cfg.PullPolicy, OVSRunDir: t.cfg.OVSRunDir, OVNRunDir: t.cfg.OVNRunDir,
-		Bridge: t.cfg.Bridge, Tag: t.tag, Mark: t.mark, Timeout: t.cfg.Timeout, Args: args,
-		WaitForGo: t.parallel, AntreaAgentPort: t.cfg.AntreaAgentPorts[h.node],
-	}
-	if t.cfg.Pool != nil {
-		return t.startShared(h, params)
-	}
-	pod, err := helperpod.Build(params)
-	if err != nil {
-		return exitcode.Wrap(exitcode.Setup, err)
-	}
-	if err := t.r.Cluster.CreatePod(ctx, pod); err != nil {
-		return apiFailure(err, "create", "pods", t.cfg.Namespace)
-	}
-	h.created, h.waiting = true, "scheduled"
-	t.startNodeWatch(ctx, h.node)
-	t.r.Emit(outcome.HelperWaiting{At: outcome.At{Time: t.r.Now()}, Node: h.node, Role: h.role, Reason: h.waiting})
-	return nil
-}
-
-// loop starts the helpers (receivers first, the sender once every receiver
-// is ready) and folds their reports until the verdict is known.
-func (t *tracer) loop(ctx context.Context, pods, events watch.Interface) ending {
-	receivers := append([]string(nil), t.plan.Receivers...)
-	sort.Strings(receivers)
-	for _, n := range receivers {
-		if err := t.create(ctx, t.newHelper(n, helperpod.RoleReceiver), helperpod.RoleReceiver); err != nil {
-			return ending{verdict: outcome.Failed, reason: err.Error(), err: err}
-		}
-	}
-	t.sender = t.newHelper(t.plan.Sender, helperpod.RoleSender)
-	if t.parallel {
-		if err := t.create(ctx, t.sender, helperpod.RoleSender); err != nil {
-			return ending{verdict: outcome.Failed, reason: err.Error(), err: err}
-		}
-	}
-	if err := t.maybeStartSender(ctx); err != nil {
-		return ending{verdict: outcome.Failed, reason: err.Error(), err: err}
-	}
-	for {
-		select {
-		case <-ctx.Done():
-			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				return ending{verdict: outcome.Incomplete, reason: "no verdict within the trace's timeout plus the helpers' start-up time"}
-			}
-			return ending{verdict: outcome.Incomplete, reason: "interrupted", err: exitcode.Errorf(exitcode.Timeout, "trace interrupted before it completed; its helper pods and tag were removed")}
-		case e, ok := <-pods.ResultChan():
-			if !ok {
-				return ending{verdict: outcome.Failed, reason: "pod watch closed", apiAway: true,
-					err: exitcode.Errorf(exitcode.Setup, "the API server closed the watch on helper pods (restarted or unreachable?): the plugin removes the trace's helper pods, tag claim and record once it answers again (within 30 s); run the trace again")}
-			}
-			if end := t.onPod(ctx, e); end != nil {
-				return *end
-			}
-		case e, ok := <-events.ResultChan():
-			if !ok {
-				events = watch.NewEmptyWatch() // events are a nicety; carry on without them
-				continue
-			}
-			if end := t.onEvent(ctx, e); end != nil {
-				return *end
-			}
-		case m := <-t.lines:
-			if end := t.onLine(ctx, m); end != nil {
-				return *end
-			}
-		case d := <-t.nodesDown:
-			if end := t.onNodeDown(d); end != nil {
-				return *end
-			}
-		}
-	}
-}
-
-// maybeStartSender lets the sender inject once every receiver is ready: it
-// creates the sender, or, when the sender started in parallel, writes its
-// go. No sleep: receivers say "ready" only after their flows are installed.
-func (t *tracer) maybeStartSender(ctx context.Context) error {
-	for _, h := range t.helpers {
-		if h.role == report.RoleReceiver && !h.ready {
-			return nil
-		}
-	}
-	if !t.parallel {
-		if t.sender.created {
-			return nil
-		}
-		return t.create(ctx, t.sender, helperpod.RoleSender)
-	}
-	t.sendGo(t.sender)
-	return nil
-}
-
-// sendGo writes a helper's go to its standard input, once. The write
-// waits for the attach to read it. The input stays open: the attach
-// carries the helper's report until it ends.
-func (t *tracer) sendGo(h *helper) {
-	if h.goSent {
-		return
-	}
-	h.goSent = true
-	go func() { _, _ = h.goW.Write([]byte("go\n")) }()
-}
-
-func (t *tracer) startShared(h *helper, params helperpod.Params) error {
-	if err := t.cfg.Pool.Start(h.node, h.pod, helperpod.CommandArgs(params), params.AntreaAgentPort, t.lines); err != nil {
-		return exitcode.Wrap(exitcode.Setup, err)
-	}
-	h.created, h.streaming = true, true
-	if !t.cfg.Pool.Serving(h.node) {
-		h.waiting = "waiting for the node's shared helper"
-		t.r.Emit(outcome.HelperWaiting{At: outcome.At{Time: t.r.Now()}, Node: h.node, Role: h.role, Reason: h.waiting})
-	}
-	return nil
-}
-
-func (t *tracer) fail(h *helper, problem string) *ending {
-	msg := fmt.Sprintf("helper on node %s: %s", h.node, problem)
-	return &ending{verdict: outcome.Failed, reason: msg, err: exitcode.Errorf(exitcode.Setup, "%s", msg)}
-}
-
-func (t *tracer) onPod(ctx context.Context, e watch.Event) *ending {
-	p, ok := e.Object.(*corev1.Pod)
-	if !ok {
-		return nil
-	}
-	h := t.helpers[p.Name]
-	if h == nil || h.ended {
-		return nil
-	}
-	if e.Type == watch.Deleted {
-		return t.fail(h, "its pod was deleted before it reported (by `kubectl traceflow cleanup` or an operator?)")
-	}
-	problem, waiting := podProblem(p, t.cfg.Image)
-	if problem != "" && !h.streaming {
-		return t.fail(h, problem)
-	}
-	if waiting != "" && waiting != h.waiting && !h.ready {
-		h.waiting = waiting
-		t.r.Emit(outcome.HelperWaiting{At: outcome.At{Time: t.r.Now()}, Node: h.node, Role: h.role, Reason: waiting})
-	}
-	if started(p) {
-		t.containerStarted(h)
-	}
-	return nil
-}
-
-// containerStarted follows the helper's log, or attaches to it, once its
-// container runs. The kubelet's "Started" event says so at once; the pod's
-// status can lag by a second or more, so whichever comes first starts it.
-// A container is attached to as soon as it runs, where its log is served
-// only once the kubelet's pod-lifecycle relist has seen it.
-func (t *tracer) containerStarted(h *helper) {
-	if h.streaming {
-		return
-	}
-	h.streaming = true
-	t.stopNodeWatch(h.node)
-	if !t.parallel {
-		go t.follow(t.life, t.cfg.Namespace, h.pod)
-		return
-	}
-	go t.attach(t.life, h)
-	if h.role == report.RoleReceiver {
-		t.sendGo(h)
-	} else if !h.ready && len(t.plan.Receivers) > 0 {
-		h.waiting = "waiting for the receivers"
-		t.r.Emit(outcome.HelperWaiting{At: outcome.At{Time: t.r.Now()}, Node: h.node, Role: h.role, Reason: h.waiting})
-	}
-}
-
-func (t *tracer) onEvent(ctx context.Context, e watch.Event) *ending {
-	ev, ok := e.Object.(*corev1.Event)
-	if !ok {
-		return nil
-	}
-	h := t.helpers[ev.InvolvedObject.Name]
-	if h == nil || h.ready || h.ended {
-		return nil
-	}
-	if ev.Reason == "Started" {
-		t.containerStarted(h)
-		return nil
-	}
-	runDir := t.cfg.OVSRunDir
-	if runDir == "" {
-		runDir = helperpod.DefaultOVSRunDir
-	}
-	problem, waiting := eventProblem(ev.Reason, ev.Message, runDir, t.cfg.Image)
-	if problem != "" {
-		return t.fail(h, problem)
-	}
-	if waiting != "" && waiting != h.waiting {
-		h.waiting = waiting
-		t.r.Emit(outcome.HelperWaiting{At: outcome.At{Time: t.r.Now()}, Node: h.node, Role: h.role, Reason: waiting})
-	}
-	return nil
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/report"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/exitcode"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/helperpod"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/labels"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/outcome"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/tagalloc"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/traceflow"
@@ -67,7 +68,7 @@ func cfg() Config {
 func plan(receivers ...string) Plan {
 	return Plan{
 		Trace: "tf-a-b-xyz", Sender: "n1", Receivers: receivers,
-		SenderArgs: []string{"--source-pod", "default/pod-a", "--destination", "10.244.2.5", "--tcp", "80"},
+		SenderArgs: report.ProbeArgs{SourcePod: "default/pod-a", Destination: "10.244.2.5", TCP: 80},
 		View:       outcome.TraceStarted{Name: "tf-a-b-xyz", Engine: "helper", Source: "default/pod-a", Destination: "default/pod-b"},
 		Record:     &traceflow.Traceflow{ObjectMeta: metav1.ObjectMeta{Name: "tf-a-b-xyz"}},
 		RecordAsCR: true,
@@ -90,7 +91,7 @@ func interNode(t *testing.T) func(f *fakeCluster, p *corev1.Pod) {
 	injected := make(chan struct{})
 	return func(f *fakeCluster, p *corev1.Pod) {
 		f.run(p)
-		switch p.Labels[helperpod.RoleLabel] {
+		switch p.Labels[labels.Role] {
 		case string(helperpod.RoleReceiver):
 			// Set before the write returns: the runner can act on the line
 			// before this goroutine runs again.
@@ -193,8 +194,8 @@ func TestRecordNeverHoldsAStateAntreaActsOn(t *testing.T) {
 		if tf.Status.DataplaneTag != 0 {
 			t.Errorf("stored state %d: status.dataplaneTag %d (phase %q): Antrea's agents would trace it", i, tf.Status.DataplaneTag, tf.Status.Phase)
 		}
-		if tf.Annotations[traceflow.TagAnnotation] != want {
-			t.Errorf("stored state %d: annotation %s = %q, want %s", i, traceflow.TagAnnotation, tf.Annotations[traceflow.TagAnnotation], want)
+		if tf.Annotations[labels.TagAnnotation] != want {
+			t.Errorf("stored state %d: annotation %s = %q, want %s", i, labels.TagAnnotation, tf.Annotations[labels.TagAnnotation], want)
 		}
 		if i > 0 && tf.Status.Phase == "" {
 			t.Errorf("stored state %d has no phase after the first status write", i)
@@ -430,7 +431,7 @@ func TestGatewayRoutedDestinationWaitsForItsNode(t *testing.T) {
 			injected := make(chan struct{})
 			h := newHarness(func(f *fakeCluster, p *corev1.Pod) {
 				f.run(p)
-				switch p.Labels[helperpod.RoleLabel] {
+				switch p.Labels[labels.Role] {
 				case string(helperpod.RoleReceiver):
 					receiverReady.Store(true)
 					f.write(p, readyLine(report.RoleReceiver))

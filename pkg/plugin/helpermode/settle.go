@@ -25,69 +25,37 @@ import (
 // settleWait bounds the wait for the helpers to say their flows are gone.
 const settleWait = 3 * time.Second
 
-// settle stops the helpers, waits for their word and deletes their pods.
-// It returns an error only when the pods could not be deleted; helpers
-// that did not confirm are warned about, with how to remove their flows.
+// settle stops the helpers, waits for their word and lets them go (their
+// pods deleted, or their parts on shared helpers forgotten). It returns an
+// error only when the pods could not be deleted; helpers that did not
+// confirm are warned about, with how to remove their flows.
 func (t *tracer) settle(ctx context.Context) error {
 	// A helper still waiting for its go reads end of input: it does not
 	// start. One that started keeps its input, and with it the attach that
 	// carries its last lines (the cleanup line), until it is settled.
-	for _, h := range t.helpers {
-		if !h.goSent {
-			_ = h.goW.Close()
-		}
-	}
-	defer func() {
-		for _, h := range t.helpers {
-			_ = h.goW.Close()
-		}
-	}()
-	if t.cfg.Pool != nil {
-		return t.settleShared(ctx)
-	}
-	if len(t.unsettled()) > 0 {
-		if err := whileAway(ctx, func(c context.Context) error { return t.r.Cluster.StopPods(c, t.cfg.Namespace, t.plan.Trace) }); err != nil {
+	t.fleet.closeInputs(true)
+	defer t.fleet.closeInputs(false)
+	if u := t.m.unsettled(); len(u) > 0 {
+		if err := t.fleet.stop(ctx, u); err != nil {
 			t.r.warn("could not stop the helper pods (%v): deleting them at once", err)
 		} else {
 			t.waitSettled(ctx)
 		}
 	}
-	err := whileAway(ctx, func(c context.Context) error { return t.r.Cluster.DeletePods(c, t.cfg.Namespace, t.plan.Trace) })
-	for _, h := range t.sortedHelpers() {
+	helpers := t.m.sortedHelpers()
+	err := t.fleet.release(ctx, helpers)
+	for _, h := range helpers {
 		if msg := h.leftover(t.cfg.Bridge); msg != "" {
 			t.r.warn("helper on node %s %s", h.node, msg)
 		}
 	}
-	if err != nil {
-		return fmt.Errorf("delete helper pods (run `kubectl traceflow cleanup`): %w", err)
-	}
-	return nil
-}
-
-// settleShared stops the trace's parts on the shared helpers and waits for
-// their word; the pool removes its pods when the run ends.
-func (t *tracer) settleShared(ctx context.Context) error {
-	if u := t.unsettled(); len(u) > 0 {
-		for _, h := range u {
-			t.cfg.Pool.Stop(h.node, h.pod)
-		}
-		t.waitSettled(ctx)
-	}
-	for _, h := range t.sortedHelpers() {
-		if h.created {
-			t.cfg.Pool.Forget(h.node, h.pod)
-		}
-		if msg := h.leftover(t.cfg.Bridge); msg != "" {
-			t.r.warn("helper on node %s %s", h.node, msg)
-		}
-	}
-	return nil
+	return err
 }
 
 // unsettled lists the helpers that may still have flows in a bridge.
-func (t *tracer) unsettled() []*helper {
+func (m *machine) unsettled() []*helper {
 	var out []*helper
-	for _, h := range t.sortedHelpers() {
+	for _, h := range m.sortedHelpers() {
 		if h.created && !h.settled {
 			out = append(out, h)
 		}
@@ -104,18 +72,18 @@ func (t *tracer) waitSettled(ctx context.Context) {
 	}
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
-	for len(t.unsettled()) > 0 {
+	for len(t.m.unsettled()) > 0 {
 		select {
-		case m := <-t.lines:
-			if h := t.helpers[m.pod]; h != nil {
-				t.noteSettled(h, m)
-			}
+		case msg := <-t.lines:
+			t.m.settledBy(evLine{msg: msg})
 		case e, ok := <-t.pods.ResultChan():
 			if !ok {
-				t.pods = watch.NewEmptyWatch() // the logs may still say it
+				// The logs may still say it; a watch that never fires, not a
+				// closed one, which would spin this loop until the timer.
+				t.pods = watch.NewFake()
 				continue
 			}
-			t.podSettled(e)
+			t.m.settledBy(evPod{e: e})
 		case <-timer.C:
 			return
 		case <-ctx.Done():
@@ -124,17 +92,30 @@ func (t *tracer) waitSettled(ctx context.Context) {
 	}
 }
 
+// settledBy folds an event that comes once the trace has ended: only
+// whether a helper has settled matters then.
+func (m *machine) settledBy(ev event) {
+	switch ev := ev.(type) {
+	case evLine:
+		if h := m.helpers[ev.msg.pod]; h != nil {
+			m.noteSettled(h, ev.msg)
+		}
+	case evPod:
+		m.podSettled(ev.e)
+	}
+}
+
 // noteSettled marks a helper settled by a line of its log: its cleanup
 // line, an error line (written after its cleanup line, if it had flows to
 // clean), or the end of its log (its process is gone).
-func (t *tracer) noteSettled(h *helper, m lineMsg) {
+func (m *machine) noteSettled(h *helper, msg lineMsg) {
 	switch {
-	case m.eof != nil || m.problem != "":
+	case msg.eof != nil || msg.problem != "":
 		h.settled = true
-	case m.text != "" || m.attachErr != nil:
-	case m.line.Type == report.TypeCleanup:
-		h.settled, h.cleanup = true, m.line.Cleanup
-	case m.line.Type == report.TypeError:
+	case msg.text != "" || msg.attachErr != nil:
+	case msg.line.Type == report.TypeCleanup:
+		h.settled, h.cleanup = true, msg.line.Cleanup
+	case msg.line.Type == report.TypeError:
 		h.settled = true
 	}
 }
@@ -142,12 +123,12 @@ func (t *tracer) noteSettled(h *helper, m lineMsg) {
 // podSettled marks a helper settled when its pod is gone (a graceful
 // delete completes once the kubelet has stopped its container) or its
 // container has terminated.
-func (t *tracer) podSettled(e watch.Event) {
+func (m *machine) podSettled(e watch.Event) {
 	p, ok := e.Object.(*corev1.Pod)
 	if !ok {
 		return
 	}
-	h := t.helpers[p.Name]
+	h := m.helpers[p.Name]
 	if h == nil {
 		return
 	}

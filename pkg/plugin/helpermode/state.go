@@ -2,13 +2,11 @@ package helpermode
 
 import (
 	"fmt"
-	"io"
-	"maps"
-	"slices"
 	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/report"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/helperpod"
@@ -19,8 +17,10 @@ import (
 type helper struct {
 	node    string
 	role    report.Role
+	podRole helperpod.Role
 	pod     string
-	created bool
+	// requested: its create was asked for; created: it was made.
+	requested, created bool
 	// streaming: its log is being followed; ready: it said so; ended: its
 	// report is complete (result, error or end of log).
 	streaming, ready, ended bool
@@ -31,10 +31,7 @@ type helper struct {
 	cleanup *report.Cleanup
 	cookie  string
 	waiting string
-	// goR and goW are its standard input, through an attach (Config.
-	// ParallelStart); goSent: its go was written.
-	goR    *io.PipeReader
-	goW    *io.PipeWriter
+	// goSent: its go was sent (Config.ParallelStart).
 	goSent bool
 	result *report.NodeResult
 	// noise keeps the last lines that were not report lines (a crash's
@@ -56,17 +53,6 @@ func keepNoise(noise []string, s string) []string {
 		noise = noise[len(noise)-3:]
 	}
 	return noise
-}
-
-// sortedHelpers lists the helpers by pod name, for messages in a stable
-// order.
-func (t *tracer) sortedHelpers() []*helper {
-	names := slices.Sorted(maps.Keys(t.helpers))
-	out := make([]*helper, 0, len(names))
-	for _, n := range names {
-		out = append(out, t.helpers[n])
-	}
-	return out
 }
 
 // podRole maps a helper pod's role label to the report's role.
@@ -152,6 +138,50 @@ func podProblem(p *corev1.Pod, image string) (problem, waiting string) {
 	// is shown when the pod is created, and a late watch event must not
 	// move the view back to it.
 	return "", ""
+}
+
+// podNews is what an update of a helper's pod, or a kubelet's event
+// about it, says: read one way for a trace's own helpers and for a pool's
+// servers, each of which then judges it by what it knows of the helper.
+type podNews struct {
+	pod string
+	// deleted: the pod is gone; problem: it cannot do its work, and
+	// waiting will not change that; waiting: what it waits for now, for
+	// the view; started: its container runs or ran.
+	deleted          bool
+	problem, waiting string
+	started          bool
+}
+
+// readPod reads a pod update; ok is false for an object that is no pod.
+func readPod(e watch.Event, image string) (n podNews, ok bool) {
+	p, ok := e.Object.(*corev1.Pod)
+	if !ok {
+		return n, false
+	}
+	n.pod = p.Name
+	if e.Type == watch.Deleted {
+		n.deleted = true
+		return n, true
+	}
+	n.problem, n.waiting = podProblem(p, image)
+	n.started = started(p)
+	return n, true
+}
+
+// readKubelet reads an event about a pod. The kubelet's "Started" says the
+// container runs at once; the pod's status can lag by a second or more.
+func readKubelet(ev *corev1.Event, ovsRunDir, image string) podNews {
+	n := podNews{pod: ev.InvolvedObject.Name}
+	if ev.Reason == "Started" {
+		n.started = true
+		return n
+	}
+	if ovsRunDir == "" {
+		ovsRunDir = helperpod.DefaultOVSRunDir
+	}
+	n.problem, n.waiting = eventProblem(ev.Reason, ev.Message, ovsRunDir, image)
+	return n
 }
 
 // started reports whether the helper container runs or ran, so its log

@@ -12,25 +12,26 @@ import (
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/report"
 )
 
-// The streams of a trace: each helper's report, read from its log or
-// from an attach to it, line by line into the loop, and its standard
-// input, which carries its go.
+// The streams of a trace on pods of its own: each helper's report, read
+// from its log or from an attach to it, line by line into the loop, and
+// its standard input, which carries its go.
 
 // attach streams a helper's go to its standard input and its standard
 // output (the report) and error (its words to humans) back into the loop.
-func (t *tracer) attach(ctx context.Context, h *helper) {
+func (f *podFleet) attach(ctx context.Context, pod string) {
+	in := f.input(pod)
 	outR, outW := io.Pipe()
 	errR, errW := io.Pipe()
-	go t.scan(ctx, h.pod, outR, true)
-	go t.scan(ctx, h.pod, errR, false)
-	err := t.r.Cluster.Attach(ctx, t.cfg.Namespace, h.pod, h.goR, outW, errW)
+	go f.scan(ctx, pod, outR, true)
+	go f.scan(ctx, pod, errR, false)
+	err := f.cluster.Attach(ctx, f.namespace, pod, in.r, outW, errW)
 	// End the input from the writer's side: the attach's copy of it may
 	// outlive the stream, and reads end of input quietly where a closed
 	// reader would be reported as an error (on the user's terminal).
-	_ = h.goW.Close()
+	_ = in.w.Close()
 	if err != nil {
 		select {
-		case t.lines <- lineMsg{pod: h.pod, attachErr: err}:
+		case f.lines <- lineMsg{pod: pod, attachErr: err}:
 		case <-ctx.Done():
 		}
 		_ = outW.CloseWithError(err)
@@ -41,27 +42,27 @@ func (t *tracer) attach(ctx context.Context, h *helper) {
 }
 
 // follow streams a helper's log into the loop.
-func (t *tracer) follow(ctx context.Context, ns, pod string) {
-	rc, err := openLog(ctx, t.r.Cluster, ns, pod)
+func (f *podFleet) follow(ctx context.Context, pod string) {
+	rc, err := openLog(ctx, f.cluster, f.namespace, pod)
 	if err != nil {
 		select {
-		case t.lines <- lineMsg{pod: pod, eof: fmt.Errorf("read its log: %w", err)}:
+		case f.lines <- lineMsg{pod: pod, eof: fmt.Errorf("read its log: %w", err)}:
 		case <-ctx.Done():
 		}
 		return
 	}
 	defer rc.Close() //nolint:errcheck // a read-only stream
-	t.scan(ctx, pod, rc, true)
+	f.scan(ctx, pod, rc, true)
 }
 
 // scan sends r's lines into the loop: report lines, and any other line as
 // text, kept so that a failing helper can be quoted (a panic's stack
 // trace, a shell error). Where r is the report (not standard error), its
 // end is sent too.
-func (t *tracer) scan(ctx context.Context, pod string, r io.Reader, isReport bool) {
+func (f *podFleet) scan(ctx context.Context, pod string, r io.Reader, isReport bool) {
 	send := func(m lineMsg) bool {
 		select {
-		case t.lines <- m:
+		case f.lines <- m:
 			return true
 		case <-ctx.Done():
 			return false

@@ -13,16 +13,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-)
 
-// Labels and annotations every helper pod carries. ManagedByLabel lets
-// `kubectl traceflow cleanup` sweep what a killed plugin left.
-const (
-	ManagedByLabel = "app.kubernetes.io/managed-by"
-	ManagedByValue = "kubectl-traceflow"
-	TraceLabel     = "traceflow.kubectl-traceflow.io/trace"
-	RoleLabel      = "traceflow.kubectl-traceflow.io/role"
-	TagAnnotation  = "traceflow.kubectl-traceflow.io/dataplane-tag"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/report"
+
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/labels"
 )
 
 // Defaults for the places the helper looks at on the node.
@@ -91,9 +85,9 @@ type Params struct {
 	// rule a conjunction id stands for, with the token the agent writes
 	// for its own antctl: the pod mounts AntreaAPIServerDir read-only.
 	AntreaAgentPort int
-	// Args are the helper's arguments after the subcommand and the OVS flags
-	// that this package sets (--ovs-rundir, --bridge, --tag, --timeout).
-	Args []string
+	// Probe is a sender's packet and where to inject it; the other flags
+	// of its command line come from the fields above.
+	Probe report.ProbeArgs
 }
 
 // deadlineSlack is how long a helper pod may live beyond the trace's
@@ -111,88 +105,47 @@ func Name(trace string, role Role, node string) string {
 // CommandArgs are the helper's arguments for one trace on p.Node as p.Role
 // (sender or receiver): a one-shot pod's, or a command a server runs.
 func CommandArgs(p Params) []string {
-	sub := "trace"
+	return HelperArgs(p).Args()
+}
+
+// HelperArgs is the helper's invocation for one trace on p.Node as p.Role
+// (sender or receiver), as the helper parses it from CommandArgs.
+func HelperArgs(p Params) report.HelperArgs {
+	a := report.HelperArgs{
+		Subcommand: report.SubcommandTrace,
+		// The pod mounts the node's OVS run directory at ovsMountPath.
+		OVSRunDir:    ovsMountPath,
+		Bridge:       p.Bridge,
+		Tag:          uint(p.Tag),
+		Timeout:      p.Timeout,
+		Mark:         uint(p.Mark),
+		StartOnStdin: p.WaitForGo,
+		Probe:        p.Probe,
+	}
 	if p.Role == RoleReceiver {
-		sub = "receive"
+		a.Subcommand, a.Probe = report.SubcommandReceive, report.ProbeArgs{}
 	}
-	bridge := p.Bridge
-	if bridge == "" {
-		bridge = DefaultBridge
-	}
-	args := []string{sub,
-		"--ovs-rundir", ovsMountPath,
-		"--bridge", bridge,
-		"--tag", strconv.Itoa(int(p.Tag)),
-		"--timeout", p.Timeout.String(),
+	if a.Bridge == "" {
+		a.Bridge = DefaultBridge
 	}
 	if p.AntreaAgentPort > 0 {
-		args = append(args, "--antrea-agent", net.JoinHostPort("127.0.0.1", strconv.Itoa(p.AntreaAgentPort)),
-			"--antrea-token", AntreaAPIServerDir+"/loopback-client-token")
+		a.AntreaAgent = net.JoinHostPort("127.0.0.1", strconv.Itoa(p.AntreaAgentPort))
+		// The pod mounts AntreaAPIServerDir at the same path.
+		a.AntreaToken = AntreaAPIServerDir + "/loopback-client-token"
 	}
-	if p.Mark != 0 {
-		args = append(args, "--mark", strconv.FormatUint(uint64(p.Mark), 10))
-	}
-	if p.WaitForGo {
-		args = append(args, "--start-on-stdin")
-	}
-	return append(args, p.Args...)
+	return a
 }
 
 // Build returns the pod that runs the helper on p.Node. For a server,
 // p.Timeout is how long it may serve; the pod's deadline is derived from it.
 func Build(p Params) (*corev1.Pod, error) {
-	if p.TraceName == "" || p.Node == "" || p.Image == "" || p.Namespace == "" {
-		return nil, fmt.Errorf("helper pod needs a trace name, a node, an image and a namespace")
-	}
-	if p.Role != RoleSender && p.Role != RoleReceiver && p.Role != RoleServer {
-		return nil, fmt.Errorf("unknown helper role %q", p.Role)
-	}
-	if p.Timeout <= 0 {
-		return nil, fmt.Errorf("helper pod needs a positive timeout")
-	}
-	ovnDir := p.OVNRunDir
-	if ovnDir == "" {
-		ovnDir = OVNRunDir
-	}
-	runDir := p.OVSRunDir
-	if runDir == "" {
-		runDir = DefaultOVSRunDir
-	}
-	if err := ValidateRunDir(runDir); err != nil {
+	if err := validate(p); err != nil {
 		return nil, err
-	}
-	if err := ValidateImage(p.Image); err != nil {
-		return nil, err
-	}
-	pull := p.PullPolicy
-	if pull == "" {
-		pull = corev1.PullIfNotPresent
-	}
-	args := []string{"serve"}
-	if p.Role != RoleServer {
-		args = CommandArgs(p)
 	}
 	deadline := int64((p.Timeout + deadlineSlack) / time.Second)
-	hostPathType := corev1.HostPathDirectory
-	// A server holds no tag of its own: each trace it runs holds one.
-	annotations := map[string]string{TagAnnotation: strconv.Itoa(int(p.Tag))}
-	stdin := p.WaitForGo
-	if p.Role == RoleServer {
-		annotations, stdin = nil, true
-	}
-
 	pod := &corev1.Pod{
-		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
-		ObjectMeta: metav1.ObjectMeta{
-			Name:      Name(p.TraceName, p.Role, p.Node),
-			Namespace: p.Namespace,
-			Labels: map[string]string{
-				ManagedByLabel: ManagedByValue,
-				TraceLabel:     p.TraceName,
-				RoleLabel:      string(p.Role),
-			},
-			Annotations: annotations,
-		},
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+		ObjectMeta: objectMeta(p),
 		Spec: corev1.PodSpec{
 			// nodeName binds the pod directly: no scheduler round trip, and a
 			// node the scheduler considers full or cordoned is still traced.
@@ -210,95 +163,174 @@ func Build(p Params) (*corev1.Pod, error) {
 			// Tolerate every taint: the node under diagnosis is often the one
 			// that is NotReady, unreachable or under pressure.
 			Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
-			Containers: []corev1.Container{{
-				Name:            ContainerName,
-				Image:           p.Image,
-				ImagePullPolicy: pull,
-				Args:            args,
-				// Stdin carries the plugin's go to a helper (a sender's once
-				// every receiver is ready), or a server's traces; StdinOnce
-				// closes it when the plugin detaches, so a helper whose
-				// plugin died never starts, and a server stops its traces
-				// and exits.
-				Stdin:     stdin,
-				StdinOnce: stdin,
-				// The helper names its node in its reports; with hostNetwork
-				// its hostname is the machine's, which need not be the
-				// node's name.
-				Env: []corev1.EnvVar{{
-					Name:      "NODE_NAME",
-					ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "spec.nodeName"}},
-				}},
-				SecurityContext: &corev1.SecurityContext{
-					// Root, because OVS creates its sockets with mode 0750 as
-					// root, or (Fedora, RHEL) as user openvswitch; the helper
-					// speaks OpenFlow, OVSDB and the vswitchd control
-					// protocol over those sockets and opens no raw socket, so
-					// every capability is dropped but DAC_OVERRIDE, which
-					// lets root open a socket another user owns.
-					RunAsUser:                ptr.To(int64(0)),
-					RunAsNonRoot:             ptr.To(false),
-					Privileged:               ptr.To(false),
-					AllowPrivilegeEscalation: ptr.To(false),
-					ReadOnlyRootFilesystem:   ptr.To(true),
-					Capabilities: &corev1.Capabilities{
-						Drop: []corev1.Capability{"ALL"},
-						Add:  []corev1.Capability{"DAC_OVERRIDE"},
-					},
-					SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-				},
-				TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
-				Resources:                Resources(),
-				VolumeMounts: []corev1.VolumeMount{{
-					Name:      "ovs-run",
-					MountPath: ovsMountPath,
-					// Connecting to a unix socket needs no write on the
-					// directory that holds it; the helper creates nothing there.
-					ReadOnly: true,
-				}, {
-					Name:      "ovn-run",
-					MountPath: OVNRunDir,
-					ReadOnly:  true,
-				}},
-			}},
-			Volumes: []corev1.Volume{{
-				Name: "ovs-run",
-				VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{
-					Path: runDir,
-					// Directory (not DirectoryOrCreate): a node without OVS
-					// must fail to start the pod rather than get an empty
-					// directory created on it.
-					Type: &hostPathType,
-				}},
-			}, {
-				Name: "ovn-run",
-				VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{
-					Path: ovnDir,
-					// Unset: no check, so that a node without OVN starts
-					// the helper all the same (it then finds no ovn-remote
-					// and names hops by their tables).
-					Type: ptr.To(corev1.HostPathUnset),
-				}},
-			}},
+			Containers:  []corev1.Container{container(p)},
+			Volumes:     volumes(p),
 		},
 	}
 	if p.AntreaAgentPort > 0 {
-		c := &pod.Spec.Containers[0]
-		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "antrea-apiserver", MountPath: AntreaAPIServerDir, ReadOnly: true})
-		pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{
-			Name: "antrea-apiserver",
-			VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{
-				Path: AntreaAPIServerDir,
-				// Unset, as for OVN's: Antrea's agent record says it runs
-				// on the node, so the directory is there; should it not
-				// be, the trace still runs and its policy rules stay
-				// unnamed (the helper says it found no token), where
-				// Directory would fail the helper's pod over a name.
-				Type: ptr.To(corev1.HostPathUnset),
-			}},
-		})
+		mountAntreaAPIServer(pod)
 	}
 	return pod, nil
+}
+
+// validate rejects Params that Build cannot make a pod of, in the order a
+// user fixes them: what is missing, then what is malformed.
+func validate(p Params) error {
+	if p.TraceName == "" || p.Node == "" || p.Image == "" || p.Namespace == "" {
+		return fmt.Errorf("helper pod needs a trace name, a node, an image and a namespace")
+	}
+	if p.Role != RoleSender && p.Role != RoleReceiver && p.Role != RoleServer {
+		return fmt.Errorf("unknown helper role %q", p.Role)
+	}
+	if p.Timeout <= 0 {
+		return fmt.Errorf("helper pod needs a positive timeout")
+	}
+	if err := ValidateRunDir(ovsRunDir(p)); err != nil {
+		return err
+	}
+	return ValidateImage(p.Image)
+}
+
+// ovsRunDir is the node's OVS run directory, DefaultOVSRunDir unless set.
+func ovsRunDir(p Params) string {
+	if p.OVSRunDir == "" {
+		return DefaultOVSRunDir
+	}
+	return p.OVSRunDir
+}
+
+// objectMeta names the pod and carries the labels a sweep finds it by and
+// the tag a sweep judges its claim by.
+func objectMeta(p Params) metav1.ObjectMeta {
+	// A server holds no tag of its own: each trace it runs holds one.
+	annotations := map[string]string{labels.TagAnnotation: strconv.Itoa(int(p.Tag))}
+	if p.Role == RoleServer {
+		annotations = nil
+	}
+	return metav1.ObjectMeta{
+		Name:      Name(p.TraceName, p.Role, p.Node),
+		Namespace: p.Namespace,
+		Labels: map[string]string{
+			labels.ManagedBy: labels.Manager,
+			labels.Trace:     p.TraceName,
+			labels.Role:      string(p.Role),
+		},
+		Annotations: annotations,
+	}
+}
+
+// container is the helper's container: its arguments, and the least
+// privilege that still reaches OVS's sockets.
+func container(p Params) corev1.Container {
+	pull := p.PullPolicy
+	if pull == "" {
+		pull = corev1.PullIfNotPresent
+	}
+	args := []string{"serve"}
+	if p.Role != RoleServer {
+		args = CommandArgs(p)
+	}
+	stdin := p.WaitForGo || p.Role == RoleServer
+	return corev1.Container{
+		Name:            ContainerName,
+		Image:           p.Image,
+		ImagePullPolicy: pull,
+		Args:            args,
+		// Stdin carries the plugin's go to a helper (a sender's once
+		// every receiver is ready), or a server's traces; StdinOnce
+		// closes it when the plugin detaches, so a helper whose
+		// plugin died never starts, and a server stops its traces
+		// and exits.
+		Stdin:     stdin,
+		StdinOnce: stdin,
+		// The helper names its node in its reports; with hostNetwork
+		// its hostname is the machine's, which need not be the
+		// node's name.
+		Env: []corev1.EnvVar{{
+			Name:      "NODE_NAME",
+			ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "spec.nodeName"}},
+		}},
+		SecurityContext:          securityContext(),
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+		Resources:                Resources(),
+		VolumeMounts: []corev1.VolumeMount{{
+			Name:      "ovs-run",
+			MountPath: ovsMountPath,
+			// Connecting to a unix socket needs no write on the
+			// directory that holds it; the helper creates nothing there.
+			ReadOnly: true,
+		}, {
+			Name:      "ovn-run",
+			MountPath: OVNRunDir,
+			ReadOnly:  true,
+		}},
+	}
+}
+
+// securityContext runs the helper as root, because OVS creates its sockets
+// with mode 0750 as root, or (Fedora, RHEL) as user openvswitch; the helper
+// speaks OpenFlow, OVSDB and the vswitchd control protocol over those
+// sockets and opens no raw socket, so every capability is dropped but
+// DAC_OVERRIDE, which lets root open a socket another user owns.
+func securityContext() *corev1.SecurityContext {
+	return &corev1.SecurityContext{
+		RunAsUser:                ptr.To(int64(0)),
+		RunAsNonRoot:             ptr.To(false),
+		Privileged:               ptr.To(false),
+		AllowPrivilegeEscalation: ptr.To(false),
+		ReadOnlyRootFilesystem:   ptr.To(true),
+		Capabilities: &corev1.Capabilities{
+			Drop: []corev1.Capability{"ALL"},
+			Add:  []corev1.Capability{"DAC_OVERRIDE"},
+		},
+		SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+	}
+}
+
+// volumes are the node's OVS and OVN run directories, as hostPaths.
+func volumes(p Params) []corev1.Volume {
+	ovnDir := p.OVNRunDir
+	if ovnDir == "" {
+		ovnDir = OVNRunDir
+	}
+	return []corev1.Volume{{
+		Name: "ovs-run",
+		VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{
+			Path: ovsRunDir(p),
+			// Directory (not DirectoryOrCreate): a node without OVS
+			// must fail to start the pod rather than get an empty
+			// directory created on it.
+			Type: ptr.To(corev1.HostPathDirectory),
+		}},
+	}, {
+		Name: "ovn-run",
+		VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{
+			Path: ovnDir,
+			// Unset: no check, so that a node without OVN starts
+			// the helper all the same (it then finds no ovn-remote
+			// and names hops by their tables).
+			Type: ptr.To(corev1.HostPathUnset),
+		}},
+	}}
+}
+
+// mountAntreaAPIServer gives the helper the token of Antrea's agent API, so
+// that it can name the policy rules of the hops it reports.
+func mountAntreaAPIServer(pod *corev1.Pod) {
+	c := &pod.Spec.Containers[0]
+	c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "antrea-apiserver", MountPath: AntreaAPIServerDir, ReadOnly: true})
+	pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{
+		Name: "antrea-apiserver",
+		VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{
+			Path: AntreaAPIServerDir,
+			// Unset, as for OVN's: Antrea's agent record says it runs
+			// on the node, so the directory is there; should it not
+			// be, the trace still runs and its policy rules stay
+			// unnamed (the helper says it found no token), where
+			// Directory would fail the helper's pod over a name.
+			Type: ptr.To(corev1.HostPathUnset),
+		}},
+	})
 }
 
 // Resources are the helper container's: small requests, so that a node

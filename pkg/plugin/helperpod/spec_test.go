@@ -1,14 +1,17 @@
 package helperpod
 
 import (
-	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubectl-traceflow/kubectl-traceflow/internal/goldenfile"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/report"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/labels"
 )
 
 func params() Params {
@@ -35,7 +38,7 @@ func TestBuildGolden(t *testing.T) {
 			p.OVSRunDir = "/run/openvswitch"
 			p.Bridge = "br-int"
 			p.PullPolicy = corev1.PullNever
-			p.Args = []string{"--source-pod", "default/pod-a", "--destination", "10.244.2.5", "--tcp", "80"}
+			p.Probe = report.ProbeArgs{SourcePod: "default/pod-a", Destination: "10.244.2.5", TCP: 80}
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -77,16 +80,16 @@ func TestBuildInvariants(t *testing.T) {
 		if len(s.Tolerations) != 1 || s.Tolerations[0].Operator != corev1.TolerationOpExists || s.Tolerations[0].Key != "" {
 			t.Errorf("%s: must tolerate every taint, got %+v", role, s.Tolerations)
 		}
-		if pod.Labels[ManagedByLabel] != ManagedByValue || pod.Labels[TraceLabel] != p.TraceName || pod.Labels[RoleLabel] != string(role) {
+		if pod.Labels[labels.ManagedBy] != labels.Manager || pod.Labels[labels.Trace] != p.TraceName || pod.Labels[labels.Role] != string(role) {
 			t.Errorf("%s: labels %v", role, pod.Labels)
 		}
 		sc := s.Containers[0].SecurityContext
 		if *sc.Privileged || *sc.AllowPrivilegeEscalation || len(sc.Capabilities.Drop) != 1 || sc.Capabilities.Drop[0] != "ALL" {
 			t.Errorf("%s: security context not least privilege: %+v", role, sc)
 		}
-		wantSub := map[Role]string{RoleSender: "trace", RoleReceiver: "receive"}[role]
-		if args := s.Containers[0].Args; args[0] != wantSub || !strings.Contains(strings.Join(args, " "), "--tag 7") {
-			t.Errorf("%s: args %v", role, args)
+		wantSub := map[Role]report.Subcommand{RoleSender: report.SubcommandTrace, RoleReceiver: report.SubcommandReceive}[role]
+		if a, err := report.Parse(s.Containers[0].Args); err != nil || a.Subcommand != wantSub || a.Tag != 7 {
+			t.Errorf("%s: args %v read as %+v, %v", role, s.Containers[0].Args, a, err)
 		}
 		if len(pod.Name) > 63 {
 			t.Errorf("%s: pod name %q longer than 63", role, pod.Name)
@@ -144,12 +147,47 @@ func TestBuildAntreaAgent(t *testing.T) {
 		if v.HostPath == nil || v.HostPath.Path != AntreaAPIServerDir || m.Name != v.Name || m.MountPath != AntreaAPIServerDir || !m.ReadOnly {
 			t.Errorf("%s: volume %+v mount %+v", role, v, m)
 		}
-		args := strings.Join(CommandArgs(p), " ")
-		if !strings.Contains(args, "--antrea-agent 127.0.0.1:10350 --antrea-token "+AntreaAPIServerDir+"/loopback-client-token") {
-			t.Errorf("%s: args %s", role, args)
+		if a := HelperArgs(p); a.AntreaAgent != "127.0.0.1:10350" || a.AntreaToken != AntreaAPIServerDir+"/loopback-client-token" {
+			t.Errorf("%s: the helper asks the agent %q with the token in %q", role, a.AntreaAgent, a.AntreaToken)
 		}
-		if strings.Contains(strings.Join(CommandArgs(params()), " "), "antrea") {
-			t.Errorf("args name Antrea without an agent")
+		if a := HelperArgs(params()); a.AntreaAgent != "" || a.AntreaToken != "" {
+			t.Errorf("without an agent the helper asks %q with the token in %q", a.AntreaAgent, a.AntreaToken)
 		}
+	}
+}
+
+// What a helper pod's args or a server's command says is what the helper
+// reads: CommandArgs parse, as the helper parses them, into the invocation
+// HelperArgs built, whatever the role and the options.
+func TestCommandArgsAreWhatTheHelperReads(t *testing.T) {
+	probe := report.ProbeArgs{SourcePod: "default/pod-a", SourceIP: "10.244.1.5", Destination: "10.244.2.5", TCP: 80, TCPFlags: ptr.To(uint(0))}
+	for _, tc := range []struct {
+		name string
+		mod  func(*Params)
+		want report.HelperArgs
+	}{
+		{"receiver", func(*Params) {}, report.HelperArgs{Subcommand: report.SubcommandReceive,
+			OVSRunDir: "/var/run/openvswitch", Bridge: "br-int", Tag: 7, Timeout: 20 * time.Second}},
+		{"receiver ignores a probe", func(p *Params) { p.Probe, p.Bridge = probe, "br-x" }, report.HelperArgs{Subcommand: report.SubcommandReceive,
+			OVSRunDir: "/var/run/openvswitch", Bridge: "br-x", Tag: 7, Timeout: 20 * time.Second}},
+		{"sender, started by the plugin's go, on a node with Antrea's agent", func(p *Params) {
+			p.Role, p.Probe, p.Mark, p.WaitForGo, p.AntreaAgentPort = RoleSender, probe, 0xfffff, true, 10350
+		}, report.HelperArgs{Subcommand: report.SubcommandTrace, OVSRunDir: "/var/run/openvswitch", Bridge: "br-int", Tag: 7, Timeout: 20 * time.Second,
+			AntreaAgent: "127.0.0.1:10350", AntreaToken: AntreaAPIServerDir + "/loopback-client-token", Mark: 0xfffff, StartOnStdin: true, Probe: probe}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := params()
+			tc.mod(&p)
+			if d := cmp.Diff(tc.want, HelperArgs(p)); d != "" {
+				t.Errorf("HelperArgs (-want +got):\n%s", d)
+			}
+			got, err := report.Parse(CommandArgs(p))
+			if err != nil {
+				t.Fatalf("the helper refuses %q: %v", CommandArgs(p), err)
+			}
+			if d := cmp.Diff(tc.want, got); d != "" {
+				t.Errorf("the helper reads %q as (-want +got):\n%s", CommandArgs(p), d)
+			}
+		})
 	}
 }

@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 
-	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/traceflow"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/labels"
 )
 
 func resource(dyn dynamic.Interface, o Object) dynamic.ResourceInterface {
@@ -22,7 +22,7 @@ func resource(dyn dynamic.Interface, o Object) dynamic.ResourceInterface {
 }
 
 func ours(u *unstructured.Unstructured) bool {
-	return u.GetLabels()[traceflow.LabelManagedBy] == traceflow.ManagedBy
+	return u.GetLabels()[labels.ManagedBy] == labels.Manager
 }
 
 // Apply creates each object, or brings one that exists to what Objects
@@ -38,7 +38,7 @@ func Apply(ctx context.Context, dyn dynamic.Interface, objs []Object, out io.Wri
 		verb := "created"
 		switch {
 		case apierrors.IsNotFound(err):
-			if _, err := api.Create(ctx, o.U.DeepCopy(), metav1.CreateOptions{FieldManager: traceflow.ManagedBy}); err != nil {
+			if _, err := api.Create(ctx, o.U.DeepCopy(), metav1.CreateOptions{FieldManager: labels.Manager}); err != nil {
 				return fmt.Errorf("create %s: %w", o.Ref(), err)
 			}
 		case err != nil:
@@ -50,7 +50,7 @@ func Apply(ctx context.Context, dyn dynamic.Interface, objs []Object, out io.Wri
 			continue
 		default:
 			want := merge(o, existing)
-			if _, err := api.Update(ctx, want, metav1.UpdateOptions{FieldManager: traceflow.ManagedBy}); err != nil {
+			if _, err := api.Update(ctx, want, metav1.UpdateOptions{FieldManager: labels.Manager}); err != nil {
 				return fmt.Errorf("update %s: %w", o.Ref(), err)
 			}
 			verb = "configured"
@@ -73,7 +73,7 @@ func merge(o Object, existing *unstructured.Unstructured) *unstructured.Unstruct
 			l = map[string]string{}
 		}
 		for k, v := range o.U.GetLabels() {
-			if k == traceflow.LabelManagedBy && !ours(existing) {
+			if k == labels.ManagedBy && !ours(existing) {
 				continue // not ours to remove later
 			}
 			l[k] = v

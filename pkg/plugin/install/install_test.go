@@ -14,6 +14,7 @@ import (
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"sigs.k8s.io/yaml"
 
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/labels"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/traceflow"
 )
 
@@ -43,7 +44,7 @@ func TestObjects(t *testing.T) {
 		t.Errorf("objects:\n%s\nwant\n%s", got, want)
 	}
 	ns := objs[1].U
-	if ns.GetLabels()[PodSecurityEnforce] != "privileged" || ns.GetLabels()[traceflow.LabelManagedBy] != traceflow.ManagedBy {
+	if ns.GetLabels()[PodSecurityEnforce] != "privileged" || ns.GetLabels()[labels.ManagedBy] != labels.Manager {
 		t.Errorf("namespace labels %v", ns.GetLabels())
 	}
 	// The ClusterRole grants no write on pods or leases anywhere.
@@ -162,7 +163,7 @@ func TestExistingNamespaceIsNeverRemoved(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, _ := dyn.Resource(gvrNamespace).Get(ctx, "kube-system", metav1.GetOptions{})
-	if got.GetLabels()[traceflow.LabelManagedBy] != "" || got.GetLabels()["kubernetes.io/metadata.name"] != "kube-system" ||
+	if got.GetLabels()[labels.ManagedBy] != "" || got.GetLabels()["kubernetes.io/metadata.name"] != "kube-system" ||
 		got.GetLabels()[PodSecurityEnforce] != "privileged" {
 		t.Errorf("kube-system labels after install: %v", got.GetLabels())
 	}

@@ -4,7 +4,9 @@
 // pods and tag claims, allowed to run privileged pods and nothing else is,
 // a ClusterRole with what every user of the plugin needs to read, and a Role
 // in that namespace for what helper mode writes. Building is pure (Objects);
-// Apply and Remove talk to the cluster.
+// Apply and Remove talk to the cluster. Cleanup takes out what interrupted
+// traces left there, so that everything the plugin puts into a cluster or
+// takes out of it goes through this package.
 //
 // Why a namespace of our own: creating pods in kube-system lets whoever may
 // do it run them as any kube-system service account, and updating Leases
@@ -25,6 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
 
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/labels"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/traceflow"
 )
 
@@ -83,8 +86,9 @@ var (
 	gvrRoleBinding        = schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "rolebindings"}
 )
 
-func labels() map[string]string {
-	return map[string]string{traceflow.LabelManagedBy: traceflow.ManagedBy}
+// managed labels every installed object, so uninstall and cleanup find it.
+func managed() map[string]string {
+	return map[string]string{labels.ManagedBy: labels.Manager}
 }
 
 // ClusterRules are what every user of the plugin needs cluster-wide.
@@ -136,7 +140,7 @@ func Objects(p Params) ([]Object, error) {
 	ns := &corev1.Namespace{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"},
 		ObjectMeta: metav1.ObjectMeta{Name: p.Namespace, Labels: map[string]string{
-			traceflow.LabelManagedBy: traceflow.ManagedBy,
+			labels.ManagedBy: labels.Manager,
 			// Helper pods use hostNetwork and a hostPath: level privileged,
 			// for this namespace only.
 			PodSecurityEnforce: "privileged", podSecurityAudit: "privileged", podSecurityWarn: "privileged",
@@ -144,12 +148,12 @@ func Objects(p Params) ([]Object, error) {
 	}
 	cr := &rbacv1.ClusterRole{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRole"},
-		ObjectMeta: metav1.ObjectMeta{Name: ClusterRoleName, Labels: labels()},
+		ObjectMeta: metav1.ObjectMeta{Name: ClusterRoleName, Labels: managed()},
 		Rules:      ClusterRules(),
 	}
 	role := &rbacv1.Role{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "Role"},
-		ObjectMeta: metav1.ObjectMeta{Name: RoleName, Namespace: p.Namespace, Labels: labels()},
+		ObjectMeta: metav1.ObjectMeta{Name: RoleName, Namespace: p.Namespace, Labels: managed()},
 		Rules:      NamespaceRules(),
 	}
 	out := []Object{{GVR: gvrCRD, U: crd, OnlyIfAbsentOrOurs: true}}
@@ -174,13 +178,13 @@ func Objects(p Params) ([]Object, error) {
 	}
 	crb := &rbacv1.ClusterRoleBinding{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRoleBinding"},
-		ObjectMeta: metav1.ObjectMeta{Name: BindingName, Labels: labels()},
+		ObjectMeta: metav1.ObjectMeta{Name: BindingName, Labels: managed()},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: ClusterRoleName},
 		Subjects:   subjects,
 	}
 	rb := &rbacv1.RoleBinding{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "RoleBinding"},
-		ObjectMeta: metav1.ObjectMeta{Name: BindingName, Namespace: p.Namespace, Labels: labels()},
+		ObjectMeta: metav1.ObjectMeta{Name: BindingName, Namespace: p.Namespace, Labels: managed()},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: RoleName},
 		Subjects:   subjects,
 	}

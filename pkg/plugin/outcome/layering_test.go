@@ -14,7 +14,7 @@ func deps(t *testing.T, pkg string) map[string]bool {
 	t.Helper()
 	goBin, err := exec.LookPath("go")
 	if err != nil {
-		t.Skip("no go command on PATH to list imports with")
+		t.Fatalf("no go command on PATH to list imports with (the go that runs the tests must be on PATH): %v", err)
 	}
 	out, err := exec.Command(goBin, "list", "-deps", "-f", "{{.ImportPath}}", module+pkg).CombinedOutput()
 	if err != nil {

@@ -8,10 +8,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/apierr"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/exitcode"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/traceflow"
 )
@@ -196,12 +196,13 @@ func nonEmpty(list []string) []string {
 // apiError classifies an error from the API server: a missing object is the
 // user's input (exit 1), anything else is the cluster (exit 4).
 func apiError(err error, what, fix string) error {
-	switch {
-	case apierrors.IsNotFound(err):
-		return exitcode.UsageErrorf("%s not found: %s", what, fix)
-	case apierrors.IsForbidden(err), apierrors.IsUnauthorized(err):
-		return exitcode.Errorf(exitcode.Setup, "not allowed to read %s: %w; ask for RBAC permission to get pods, services and endpointslices there, or check --context and --kubeconfig", what, err)
-	default:
-		return exitcode.Errorf(exitcode.Setup, "cannot read %s from the Kubernetes API: %w; check that the cluster is reachable ('kubectl get pods') and --context/--kubeconfig are right", what, err)
-	}
+	denied := apierr.Say{Before: "not allowed to read " + what + ": ",
+		After: "; ask for RBAC permission to get pods, services and endpointslices there, or check --context and --kubeconfig"}
+	return apierr.Wrap(err, apierr.Messages{
+		NotFound:     what + " not found: " + fix,
+		Forbidden:    denied,
+		Unauthorized: denied,
+		Other: apierr.Say{Before: "cannot read " + what + " from the Kubernetes API: ",
+			After: "; check that the cluster is reachable ('kubectl get pods') and --context/--kubeconfig are right"},
+	})
 }

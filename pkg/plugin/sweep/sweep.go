@@ -26,12 +26,10 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/helperpod"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/labels"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/tagalloc"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/traceflow"
 )
-
-// Selector selects everything kubectl traceflow creates.
-const Selector = helperpod.ManagedByLabel + "=" + helperpod.ManagedByValue
 
 // StartupBudget is how long a trace may take beyond its timeout to start
 // its helpers and clean up (helpermode's budget): a record unfinished
@@ -74,100 +72,129 @@ type Records interface {
 // unfinished Traceflow records carrying the managed-by label, those that
 // are stale unless o.Force. It goes on past errors and returns them all.
 func Sweep(ctx context.Context, cs kubernetes.Interface, records Records, o Options) (Removed, error) {
-	var out Removed
-	var errs []error
-	del := func() metav1.DeleteOptions {
-		d := metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))}
-		if o.DryRun {
-			d.DryRun = []string{metav1.DryRunAll}
-		}
-		return d
-	}
-	selector := Selector
-	only := map[string]bool{}
+	s := &sweeper{cs: cs, o: o, only: map[string]bool{}, live: map[string]bool{}, claimOf: map[string]*coordinationv1.Lease{}}
 	for _, t := range o.Traces {
-		only[t] = true
+		s.only[t] = true
 	}
-	if len(o.Traces) > 0 {
-		selector += "," + helperpod.TraceLabel + " in (" + strings.Join(o.Traces, ",") + ")"
-	}
-
 	// Claims first: whether a pod is stale depends on its trace's claim.
-	leases, err := cs.CoordinationV1().Leases(o.Namespace).List(ctx, metav1.ListOptions{LabelSelector: Selector})
-	live := map[string]bool{} // namespace/lease name -> the claim is live
-	claimOf := map[string]*coordinationv1.Lease{}
-	if err != nil {
-		errs = append(errs, fmt.Errorf("list tag claims (leases): %w", err))
-	} else {
-		for i := range leases.Items {
-			l := &leases.Items[i]
-			key := l.Namespace + "/" + l.Name
-			claimOf[key] = l
-			if len(only) > 0 && !only[l.Labels[tagalloc.TraceLabel]] {
-				continue
-			}
-			if !o.Force && !tagalloc.Expired(l, o.Now) {
-				live[key] = true
-				out.Live++
-				continue
-			}
-			d := del()
-			d.Preconditions = &metav1.Preconditions{UID: &l.UID} // not a claim made since we listed
-			if err := cs.CoordinationV1().Leases(l.Namespace).Delete(ctx, l.Name, d); ignoreGone(err) != nil {
-				errs = append(errs, fmt.Errorf("delete lease %s: %w", key, err))
-				continue
-			}
-			out.Leases = append(out.Leases, key)
-		}
-	}
-
-	pods, err := cs.CoreV1().Pods(o.Namespace).List(ctx, metav1.ListOptions{LabelSelector: selector})
-	if err != nil {
-		errs = append(errs, fmt.Errorf("list helper pods: %w", err))
-	} else {
-		for i := range pods.Items {
-			p := &pods.Items[i]
-			if !o.Force && !podStale(p, o.Now, claimOf, live) {
-				out.Live++
-				continue
-			}
-			if err := cs.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, del()); ignoreGone(err) != nil {
-				errs = append(errs, fmt.Errorf("delete pod %s/%s: %w", p.Namespace, p.Name, err))
-				continue
-			}
-			out.Pods = append(out.Pods, p.Namespace+"/"+p.Name)
-		}
-	}
-
+	s.leases(ctx)
+	s.pods(ctx)
 	if records != nil {
-		// Records carry the managed-by label, not the trace label: their
-		// name is the trace's.
-		list, err := records.List(ctx, Selector)
-		if err != nil && !apierrors.IsNotFound(err) {
-			errs = append(errs, fmt.Errorf("list trace records: %w", err))
-		}
-		for _, tf := range list {
-			if len(only) > 0 && !only[tf.Name] {
-				continue
-			}
-			if finished(tf) {
-				if !o.AllRecords {
-					continue
-				}
-			} else if !o.Force && !recordStale(tf, o.Now) {
-				out.Live++
-				continue
-			}
-			if !o.DryRun {
-				if err := records.Delete(ctx, tf.Name); ignoreGone(err) != nil {
-					errs = append(errs, fmt.Errorf("delete traceflow %s: %w", tf.Name, err))
-					continue
-				}
-			}
-			out.Records = append(out.Records, tf.Name)
-		}
+		s.records(ctx, records)
 	}
-	return out, errors.Join(errs...)
+	return s.out, errors.Join(s.errs...)
+}
+
+// sweeper is one Sweep: what it removed and failed at so far, and the
+// claims it saw, which decide whether a pod is stale.
+type sweeper struct {
+	cs   kubernetes.Interface
+	o    Options
+	only map[string]bool // the traces to sweep; empty: all
+	out  Removed
+	errs []error
+	// live holds namespace/lease name of each live claim; claimOf every
+	// claim listed, by the same key.
+	live    map[string]bool
+	claimOf map[string]*coordinationv1.Lease
+}
+
+// skip says whether o.Traces leaves trace out of the sweep.
+func (s *sweeper) skip(trace string) bool { return len(s.only) > 0 && !s.only[trace] }
+
+func (s *sweeper) del() metav1.DeleteOptions {
+	d := metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))}
+	if s.o.DryRun {
+		d.DryRun = []string{metav1.DryRunAll}
+	}
+	return d
+}
+
+// leases removes the expired tag claims of the traces swept and notes
+// every claim it lists, live or not, for pods to judge their pods by.
+func (s *sweeper) leases(ctx context.Context) {
+	leases, err := s.cs.CoordinationV1().Leases(s.o.Namespace).List(ctx, metav1.ListOptions{LabelSelector: labels.Selector})
+	if err != nil {
+		s.errs = append(s.errs, fmt.Errorf("list tag claims (leases): %w", err))
+		return
+	}
+	for i := range leases.Items {
+		l := &leases.Items[i]
+		key := l.Namespace + "/" + l.Name
+		s.claimOf[key] = l
+		if s.skip(l.Labels[labels.Trace]) {
+			continue
+		}
+		if !s.o.Force && !tagalloc.Expired(l, s.o.Now) {
+			s.live[key] = true
+			s.out.Live++
+			continue
+		}
+		d := s.del()
+		d.Preconditions = &metav1.Preconditions{UID: &l.UID} // not a claim made since we listed
+		if err := s.cs.CoordinationV1().Leases(l.Namespace).Delete(ctx, l.Name, d); ignoreGone(err) != nil {
+			s.errs = append(s.errs, fmt.Errorf("delete lease %s: %w", key, err))
+			continue
+		}
+		s.out.Leases = append(s.out.Leases, key)
+	}
+}
+
+// pods removes stale helper pods; the API server selects o.Traces' pods
+// by their trace label.
+func (s *sweeper) pods(ctx context.Context) {
+	selector := labels.Selector
+	if len(s.o.Traces) > 0 {
+		selector += "," + labels.Trace + " in (" + strings.Join(s.o.Traces, ",") + ")"
+	}
+	pods, err := s.cs.CoreV1().Pods(s.o.Namespace).List(ctx, metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		s.errs = append(s.errs, fmt.Errorf("list helper pods: %w", err))
+		return
+	}
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if !s.o.Force && !podStale(p, s.o.Now, s.claimOf, s.live) {
+			s.out.Live++
+			continue
+		}
+		if err := s.cs.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, s.del()); ignoreGone(err) != nil {
+			s.errs = append(s.errs, fmt.Errorf("delete pod %s/%s: %w", p.Namespace, p.Name, err))
+			continue
+		}
+		s.out.Pods = append(s.out.Pods, p.Namespace+"/"+p.Name)
+	}
+}
+
+// records removes stale trace records, and finished ones with
+// o.AllRecords.
+func (s *sweeper) records(ctx context.Context, records Records) {
+	// Records carry the managed-by label, not the trace label: their
+	// name is the trace's.
+	list, err := records.List(ctx, labels.Selector)
+	if err != nil && !apierrors.IsNotFound(err) {
+		s.errs = append(s.errs, fmt.Errorf("list trace records: %w", err))
+	}
+	for _, tf := range list {
+		if s.skip(tf.Name) {
+			continue
+		}
+		if finished(tf) {
+			if !s.o.AllRecords {
+				continue
+			}
+		} else if !s.o.Force && !recordStale(tf, s.o.Now) {
+			s.out.Live++
+			continue
+		}
+		if !s.o.DryRun {
+			if err := records.Delete(ctx, tf.Name); ignoreGone(err) != nil {
+				s.errs = append(s.errs, fmt.Errorf("delete traceflow %s: %w", tf.Name, err))
+				continue
+			}
+		}
+		s.out.Records = append(s.out.Records, tf.Name)
+	}
 }
 
 // podStale: finished, past its activeDeadlineSeconds, or (but for a
@@ -180,18 +207,18 @@ func podStale(p *corev1.Pod, now time.Time, claimOf map[string]*coordinationv1.L
 	if d := p.Spec.ActiveDeadlineSeconds; d != nil && now.After(p.CreationTimestamp.Add(time.Duration(*d)*time.Second)) {
 		return true
 	}
-	if p.Labels[helperpod.RoleLabel] == string(helperpod.RoleServer) {
+	if p.Labels[labels.Role] == string(helperpod.RoleServer) {
 		// A check run's server holds no tag (its traces do): it is live
 		// until its deadline, and ends by itself when its plugin goes.
 		return false
 	}
-	tag, err := strconv.ParseUint(p.Annotations[helperpod.TagAnnotation], 10, 8)
+	tag, err := strconv.ParseUint(p.Annotations[labels.TagAnnotation], 10, 8)
 	if err != nil {
 		return true // not a pod this version made; it cannot be matched to a claim
 	}
 	key := p.Namespace + "/" + tagalloc.LeaseName(uint8(tag))
 	l := claimOf[key]
-	return l == nil || !live[key] || l.Labels[tagalloc.TraceLabel] != p.Labels[helperpod.TraceLabel]
+	return l == nil || !live[key] || l.Labels[labels.Trace] != p.Labels[labels.Trace]
 }
 
 // recordStale: created (by the server's clock) longer ago than the trace
@@ -213,4 +240,11 @@ func ignoreGone(err error) error {
 		return nil
 	}
 	return err
+}
+
+// ServerNow reads the API server's clock (a dry-run create of a Lease in
+// namespace ns), by which a sweep judges what is stale: the plugin's own
+// clock may be off.
+func ServerNow(ctx context.Context, cs kubernetes.Interface, ns string) (time.Time, error) {
+	return tagalloc.ServerClock(cs.CoordinationV1().Leases(ns), time.Now)(ctx)
 }

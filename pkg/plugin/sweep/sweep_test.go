@@ -14,7 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
 
-	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/helperpod"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/labels"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/tagalloc"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/traceflow"
 )
@@ -39,7 +39,7 @@ func (f *fakeRecords) Delete(_ context.Context, name string) error {
 func meta(ns, name string, ours bool) metav1.ObjectMeta {
 	m := metav1.ObjectMeta{Namespace: ns, Name: name}
 	if ours {
-		m.Labels = map[string]string{"app.kubernetes.io/managed-by": "kubectl-traceflow"}
+		m.Labels = map[string]string{labels.ManagedBy: labels.Manager}
 	}
 	return m
 }
@@ -55,7 +55,7 @@ var now = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 // claim is trace's Lease on tag, made age ago for dur seconds.
 func claim(tag uint8, trace string, age time.Duration, dur int32) *coordinationv1.Lease {
 	m := meta("traceflow-system", tagalloc.LeaseName(tag), true)
-	m.Labels[tagalloc.TraceLabel] = trace
+	m.Labels[labels.Trace] = trace
 	m.CreationTimestamp = metav1.NewTime(now.Add(-age))
 	m.UID = types.UID(trace)
 	return &coordinationv1.Lease{ObjectMeta: m, Spec: coordinationv1.LeaseSpec{LeaseDurationSeconds: &dur}}
@@ -64,8 +64,8 @@ func claim(tag uint8, trace string, age time.Duration, dur int32) *coordinationv
 // helper is a helper pod of trace on tag, created age ago.
 func helper(name, trace string, tag string, age time.Duration) *corev1.Pod {
 	m := meta("traceflow-system", name, true)
-	m.Labels[helperpod.TraceLabel] = trace
-	m.Annotations = map[string]string{helperpod.TagAnnotation: tag}
+	m.Labels[labels.Trace] = trace
+	m.Annotations = map[string]string{labels.TagAnnotation: tag}
 	m.CreationTimestamp = metav1.NewTime(now.Add(-age))
 	return &corev1.Pod{ObjectMeta: m, Spec: corev1.PodSpec{ActiveDeadlineSeconds: ptr.To(int64(80))},
 		Status: corev1.PodStatus{Phase: corev1.PodRunning}}

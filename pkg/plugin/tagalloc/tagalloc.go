@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/dscp"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/labels"
 )
 
 // Pool returns every tag that may be allocated, in order: the helper's own
@@ -30,14 +31,9 @@ func Pool() []uint8 { return dscp.Pool() }
 // from, disjoint from Pool.
 func AntreaPool() []uint8 { return dscp.AntreaPool() }
 
-// Labels on the claim Leases, so cleanup can find them, and tell whose
-// trace holds one.
-const (
-	ManagedByLabel = "app.kubernetes.io/managed-by"
-	ManagedByValue = "kubectl-traceflow"
-	TraceLabel     = "traceflow.kubectl-traceflow.io/trace"
-	leasePrefix    = "kubectl-traceflow-tag-"
-)
+// leasePrefix names the claim Leases; their labels (labels.ManagedBy,
+// labels.Trace) let cleanup find them and tell whose trace holds one.
+const leasePrefix = "kubectl-traceflow-tag-"
 
 // LeaseName is the name of the Lease that claims tag.
 func LeaseName(tag uint8) string { return leasePrefix + strconv.Itoa(int(tag)) }
@@ -118,7 +114,7 @@ func (a *Allocator) lease(tag uint8, trace string, ttl time.Duration) *coordinat
 	return &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:   LeaseName(tag),
-			Labels: map[string]string{ManagedByLabel: ManagedByValue, TraceLabel: trace},
+			Labels: map[string]string{labels.ManagedBy: labels.Manager, labels.Trace: trace},
 		},
 		// No acquire or renew time: this machine's clock says nothing the
 		// server's creationTimestamp does not say better.
@@ -232,7 +228,7 @@ func (c *Claim) Hold(ctx context.Context, local func() time.Time) {
 		// the update a real write.
 		rt := metav1.NewMicroTime(local())
 		cur.Spec.RenewTime = &rt
-		_, _ = c.owner.Update(ctx, cur, metav1.UpdateOptions{FieldManager: ManagedByValue})
+		_, _ = c.owner.Update(ctx, cur, metav1.UpdateOptions{FieldManager: labels.Manager})
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/dscp"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/labels"
 )
 
 var t0 = time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
@@ -179,7 +180,7 @@ func TestExpiredClaimIsTakenOverLiveOneIsNot(t *testing.T) {
 		t.Fatalf("expired claim not taken over: %v %v", c, err)
 	}
 	l, err := srv.cs.CoordinationV1().Leases("traceflow-system").Get(context.Background(), LeaseName(3), metav1.GetOptions{})
-	if err != nil || *l.Spec.HolderIdentity != "tf3/n" || l.Labels[TraceLabel] != "tf3" || l.UID == old.uid {
+	if err != nil || *l.Spec.HolderIdentity != "tf3/n" || l.Labels[labels.Trace] != "tf3" || l.UID == old.uid {
 		t.Fatalf("lease after takeover: %+v %v", l, err)
 	}
 	// The former holder comes back late and releases: the new claim stays.

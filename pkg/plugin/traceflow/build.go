@@ -5,18 +5,8 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-)
 
-// Labels on every Traceflow we create, so that a sweep can find what a
-// killed plugin left behind.
-const (
-	LabelManagedBy = "app.kubernetes.io/managed-by"
-	ManagedBy      = "kubectl-traceflow"
-	// TagAnnotation carries a helper-mode trace's dataplane tag on its
-	// Traceflow object, where status.dataplaneTag never does: Antrea's
-	// agents trace any Traceflow whose status is Running with a tag, and
-	// read no annotation.
-	TagAnnotation = "traceflow.kubectl-traceflow.io/dataplane-tag"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/labels"
 )
 
 // Protocol is the transport protocol of the probe.
@@ -69,7 +59,7 @@ func Build(r Request) *Traceflow {
 		TypeMeta: metav1.TypeMeta{APIVersion: APIVersion, Kind: Kind},
 		ObjectMeta: metav1.ObjectMeta{
 			Name:   r.Name,
-			Labels: map[string]string{LabelManagedBy: ManagedBy},
+			Labels: map[string]string{labels.ManagedBy: labels.Manager},
 		},
 		Spec: Spec{
 			Source:      r.Source,

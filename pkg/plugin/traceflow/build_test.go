@@ -6,13 +6,15 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/labels"
 )
 
 func ptr[T any](v T) *T { return &v }
 
 func TestBuild(t *testing.T) {
 	meta := func(name string) metav1.ObjectMeta {
-		return metav1.ObjectMeta{Name: name, Labels: map[string]string{LabelManagedBy: ManagedBy}}
+		return metav1.ObjectMeta{Name: name, Labels: map[string]string{labels.ManagedBy: labels.Manager}}
 	}
 	typeMeta := metav1.TypeMeta{APIVersion: "crd.antrea.io/v1beta1", Kind: "Traceflow"}
 	src := Source{Namespace: "default", Pod: "pod-a"}

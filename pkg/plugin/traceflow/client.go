@@ -10,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
+
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/labels"
 )
 
 // Client reads and writes Traceflow objects. It is the only way the plugin
@@ -54,7 +56,7 @@ func (c *dynamicClient) Create(ctx context.Context, tf *Traceflow) (*Traceflow, 
 	if err != nil {
 		return nil, err
 	}
-	out, err := c.res.Create(ctx, u, metav1.CreateOptions{FieldManager: ManagedBy})
+	out, err := c.res.Create(ctx, u, metav1.CreateOptions{FieldManager: labels.Manager})
 	if err != nil {
 		return nil, err
 	}
@@ -74,7 +76,7 @@ func (c *dynamicClient) UpdateStatus(ctx context.Context, tf *Traceflow) (*Trace
 	if err != nil {
 		return nil, err
 	}
-	out, err := c.res.UpdateStatus(ctx, u, metav1.UpdateOptions{FieldManager: ManagedBy})
+	out, err := c.res.UpdateStatus(ctx, u, metav1.UpdateOptions{FieldManager: labels.Manager})
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,10 @@
 package traceflow
 
-import _ "embed"
+import (
+	_ "embed"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
 
 // CRDName is the name of the Traceflow CustomResourceDefinition.
 const CRDName = Resource + "." + Group
@@ -16,3 +20,7 @@ var crdManifest []byte
 func CRDManifest() []byte {
 	return append([]byte(nil), crdManifest...)
 }
+
+// CRDsResource is where CustomResourceDefinitions live: where the Traceflow
+// CRD is installed and read back.
+var CRDsResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/report"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/labels"
 )
 
 func loadCRD(t *testing.T) map[string]any {
@@ -44,7 +45,7 @@ func TestCRDManifest(t *testing.T) {
 		{[]string{"apiVersion"}, "apiextensions.k8s.io/v1"},
 		{[]string{"kind"}, "CustomResourceDefinition"},
 		{[]string{"metadata", "name"}, CRDName},
-		{[]string{"metadata", "labels", LabelManagedBy}, ManagedBy},
+		{[]string{"metadata", "labels", labels.ManagedBy}, labels.Manager},
 		{[]string{"spec", "group"}, Group},
 		{[]string{"spec", "scope"}, "Cluster"},
 		{[]string{"spec", "names", "kind"}, Kind},

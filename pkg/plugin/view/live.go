@@ -12,6 +12,7 @@ import (
 
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/report"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/outcome"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/termsafe"
 )
 
 // Live draws the whole trace as a frame: the path node by node, one row per
@@ -278,13 +279,6 @@ func (l *Live) banner(m *outcome.Model) string {
 }
 
 // esc makes a string from the cluster safe for a terminal: control
-// characters, escape sequences included, are shown quoted, not interpreted.
-func esc(s string) string {
-	for _, r := range s {
-		if r < ' ' || r == 0x7f || (r >= 0x80 && r < 0xa0) {
-			q := fmt.Sprintf("%q", s)
-			return q[1 : len(q)-1]
-		}
-	}
-	return s
-}
+// characters, escape sequences included, are shown escaped, not
+// interpreted, and without quotes, as the text of a box is no token.
+func esc(s string) string { return termsafe.Escape(s, termsafe.Text) }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/report"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/outcome"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/termsafe"
 )
 
 // Plain renders one stable line per update: a time since the trace started,
@@ -197,15 +198,15 @@ func kv(event string, pairs ...string) string {
 	return b.String()
 }
 
-// quoteIfNeeded returns s as is when it is one printable word, else quoted.
-func quoteIfNeeded(s string) string {
-	for _, r := range s {
-		if r <= ' ' || r == '"' || r == '=' || r == '\\' || r > '~' {
-			return strconv.Quote(s)
-		}
-	}
-	return s
-}
+// quoteIfNeeded returns s as is when it is one printable word, else quoted,
+// so that a value parses back as one key=value token.
+func quoteIfNeeded(s string) string { return termsafe.Escape(s, termsafe.Word) }
+
+// Safe escapes a string from the cluster (a node or object name, a warning)
+// that a command prints outside a rendered trace, so that a crafted name
+// cannot send control sequences to the terminal; an escaped name is
+// printed quoted, as one.
+func Safe(s string) string { return termsafe.Escape(s, termsafe.Name) }
 
 func sub(t, base time.Time) time.Duration {
 	if base.IsZero() || t.Before(base) {

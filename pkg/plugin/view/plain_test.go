@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubectl-traceflow/kubectl-traceflow/internal/goldenfile"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/labels"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/outcome"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/traceflow"
 )
@@ -124,7 +125,7 @@ func TestPlainEscapesClusterStrings(t *testing.T) {
 
 func TestStructuredGolden(t *testing.T) {
 	base := &traceflow.Traceflow{
-		ObjectMeta: metav1.ObjectMeta{Name: "tf-pod-a-x7k2p", Labels: map[string]string{"app.kubernetes.io/managed-by": "kubectl-traceflow"}},
+		ObjectMeta: metav1.ObjectMeta{Name: "tf-pod-a-x7k2p", Labels: map[string]string{labels.ManagedBy: labels.Manager}},
 		Spec: traceflow.Spec{Source: traceflow.Source{Namespace: "default", Pod: "pod-a"},
 			Destination: traceflow.Destination{Namespace: "default", Pod: "pod-b"}, Timeout: 20},
 	}
@@ -136,7 +137,7 @@ func TestStructuredGolden(t *testing.T) {
 				t.Fatal(err)
 			}
 			var back traceflow.Traceflow
-			if err := json.Unmarshal(got, &back); err != nil || back.Annotations[VerdictAnnotation] != string(m.Finished.Verdict) {
+			if err := json.Unmarshal(got, &back); err != nil || back.Annotations[labels.VerdictAnnotation] != string(m.Finished.Verdict) {
 				t.Fatalf("the JSON does not carry the verdict %s: %v", m.Finished.Verdict, err)
 			}
 			golden(t, "json-"+name+".json", append(got, '\n'))
@@ -161,5 +162,19 @@ func TestPlainRetryLine(t *testing.T) {
 	want := `+20.00s   retry why="Antrea's agents did not say where the packet ended: tracing again with helper pods"`
 	if got := strings.Split(strings.TrimSpace(buf.String()), "\n"); len(got) != 2 || got[1] != want {
 		t.Errorf("got %q\nwant second line %q", got, want)
+	}
+}
+
+func TestSafe(t *testing.T) {
+	tests := map[string]string{
+		"node-1":           "node-1",
+		"nœud-1":           "nœud-1",
+		"evil\x1b[31mnode": `"evil\x1b[31mnode"`,
+		"two\nlines":       `"two\nlines"`,
+	}
+	for in, want := range tests {
+		if got := Safe(in); got != want {
+			t.Errorf("Safe(%q) = %q, want %q", in, got, want)
+		}
 	}
 }

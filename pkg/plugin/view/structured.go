@@ -3,12 +3,10 @@ package view
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/labels"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/outcome"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/traceflow"
 )
-
-// VerdictAnnotation carries the verdict on the record that -o json|yaml prints.
-const VerdictAnnotation = "traceflow.kubectl-traceflow.io/verdict"
 
 // Record is the structured output: the trace record (spec and metadata from
 // base) with its status as the model saw it: phase, tag, start time and the
@@ -43,7 +41,7 @@ func Record(m *outcome.Model, base *traceflow.Traceflow) *traceflow.Traceflow {
 		st.Results = append(st.Results, m.NodeResult(n))
 	}
 	if f := m.Finished; f != nil {
-		ann[VerdictAnnotation] = string(f.Verdict)
+		ann[labels.VerdictAnnotation] = string(f.Verdict)
 		st.Phase = traceflow.PhaseSucceeded
 		if !f.Verdict.Completed() {
 			st.Phase, st.Reason = traceflow.PhaseFailed, f.Reason

@@ -113,3 +113,45 @@ func TestCompilePolicies(t *testing.T) {
 		})
 	}
 }
+
+// An ipBlock's except carves holes in its CIDR: the rule's peers cover
+// every address of the CIDR but the excepted ones, and no other.
+func TestIPBlockExcept(t *testing.T) {
+	ps := peers([]networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{
+		CIDR: "10.0.0.0/8", Except: []string{"10.244.1.9/32", "10.3.0.0/16", "192.168.0.0/16"},
+	}}}, "ns", nil, nil)
+	in := func(a string) bool {
+		for _, p := range ps {
+			if p.Contains(netip.MustParseAddr(a)) {
+				return true
+			}
+		}
+		return false
+	}
+	for a, want := range map[string]bool{
+		"10.244.1.9": false, "10.244.1.8": true, "10.244.1.10": true,
+		"10.3.0.1": false, "10.3.255.255": false, "10.4.0.0": true, "10.2.255.255": true,
+		"10.0.0.0": true, "10.255.255.255": true, "11.0.0.0": false, "9.255.255.255": false,
+	} {
+		if in(a) != want {
+			t.Errorf("%s in the peers %v: %v, want %v", a, ps, in(a), want)
+		}
+	}
+	// The fewest prefixes: cutting a /32 out of a /8 leaves one sibling
+	// prefix per bit below the /8 (24), a /16 one per bit (8); both holes
+	// share the first split (10.3 is in the lower /9, 10.244 in the upper),
+	// where neither half is kept whole: 23 + 7.
+	if len(ps) != 30 {
+		t.Errorf("%d prefixes, want 30: %v", len(ps), ps)
+	}
+	for _, p := range ps {
+		for _, q := range ps {
+			if p != q && p.Overlaps(q) {
+				t.Errorf("%s and %s overlap", p, q)
+			}
+		}
+	}
+	if got := peers([]networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: "10.244.1.0/24", Except: []string{"10.0.0.0/8"}}}}, "ns", nil, nil); len(got) != 0 {
+		t.Errorf("a CIDR inside its except: peers %v, want none", got)
+	}
+}

@@ -37,8 +37,8 @@ func GatewayRouted(pods []*corev1.Pod, local map[netip.Addr]bool) []netip.Addr {
 }
 
 // CompilePolicies turns NetworkPolicies into rules for the pods whose IPs are
-// in local. The subset: pod and namespace selectors, ipBlock CIDRs (without
-// except), numeric TCP/UDP ports, ingress and egress, default deny.
+// in local. The subset: pod and namespace selectors, ipBlock CIDRs with
+// their excepts, numeric TCP/UDP ports, ingress and egress, default deny.
 func CompilePolicies(nps []*networkingv1.NetworkPolicy, pods []*corev1.Pod, nss []*corev1.Namespace, local map[netip.Addr]bool) Policies {
 	var out Policies
 	nsLabels := map[string]labels.Set{}
@@ -142,7 +142,13 @@ func peers(ps []networkingv1.NetworkPolicyPeer, policyNS string, pods []*corev1.
 	for _, p := range ps {
 		if p.IPBlock != nil {
 			if pr, err := netip.ParsePrefix(p.IPBlock.CIDR); err == nil && pr.Addr().Is4() {
-				out = append(out, pr.Masked())
+				var except []netip.Prefix
+				for _, e := range p.IPBlock.Except {
+					if ep, err := netip.ParsePrefix(e); err == nil && ep.Addr().Is4() {
+						except = append(except, ep.Masked())
+					}
+				}
+				out = append(out, subtract(pr.Masked(), except)...)
 			}
 			continue
 		}
@@ -160,6 +166,30 @@ func peers(ps []networkingv1.NetworkPolicyPeer, policyNS string, pods []*corev1.
 		}
 	}
 	return out
+}
+
+// subtract is p without the addresses of except, as the fewest prefixes
+// that cover the rest: the flows match prefixes, and an ipBlock's except
+// carves holes in its CIDR. A half that no except overlaps is kept whole, a
+// half that one covers is dropped, and one that an except only partly
+// overlaps is split again.
+func subtract(p netip.Prefix, except []netip.Prefix) []netip.Prefix {
+	overlaps := false
+	for _, e := range except {
+		if e.Bits() <= p.Bits() && e.Contains(p.Addr()) {
+			return nil // p lies inside an except
+		}
+		overlaps = overlaps || p.Overlaps(e)
+	}
+	if !overlaps {
+		return []netip.Prefix{p}
+	}
+	lo := netip.PrefixFrom(p.Addr(), p.Bits()+1)
+	hiAddr := p.Addr().As4()
+	bit := p.Bits()
+	hiAddr[bit/8] |= 0x80 >> (bit % 8)
+	hi := netip.PrefixFrom(netip.AddrFrom4(hiAddr), p.Bits()+1)
+	return append(subtract(lo, except), subtract(hi, except)...)
 }
 
 func ports(ps []networkingv1.NetworkPolicyPort) []PortProto {

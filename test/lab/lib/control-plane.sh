@@ -38,12 +38,8 @@ ca() { # NAME CN
 pki() {
   mkdir -p "$S/pki"
   ca ca tflab-ca
-  # The aggregation layer (Antrea mode): the API server proxies to Antrea's
-  # APIServices with a client certificate of the front-proxy CA.
-  if [ "$CNI" = antrea ]; then
-    ca front-proxy-ca tflab-front-proxy-ca
-    CERT_CA=front-proxy-ca cert front-proxy-client /CN=front-proxy-client &
-  fi
+  # The mode's own (may start jobs in the background: the wait below is theirs too).
+  mode_hook pki
   cert apiserver /CN=kube-apiserver \
     "IP:$HOST_IP,IP:127.0.0.1,IP:10.96.0.1,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:localhost" &
   cert apiserver-kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client" &
@@ -76,17 +72,8 @@ control_plane() {
 # apiserver: start kube-apiserver (also how `lab.sh restart kube-apiserver`
 # starts it again, with the same flags).
 apiserver() {
-  local aggregation=()
-  if [ "$CNI" = antrea ]; then
-    # Antrea's APIServices (and its webhooks) are reached at the endpoints of
-    # Service kube-system/antrea: no kube-proxy runs on the host.
-    aggregation=(--requestheader-client-ca-file="$S/pki/front-proxy-ca.crt"
-      --requestheader-allowed-names=front-proxy-client
-      --requestheader-username-headers=X-Remote-User --requestheader-group-headers=X-Remote-Group
-      --requestheader-extra-headers-prefix=X-Remote-Extra-
-      --proxy-client-cert-file="$S/pki/front-proxy-client.crt" --proxy-client-key-file="$S/pki/front-proxy-client.key"
-      --enable-aggregator-routing=true)
-  fi
+  local extra=()
+  mapfile -t extra < <(mode_hook apiserver_flags)
   start kube-apiserver - "$K8S_BIN/kube-apiserver" \
     --etcd-servers="http://127.0.0.1:$ETCD_PORT" \
     --bind-address="$HOST_IP" --advertise-address="$HOST_IP" --secure-port=6443 \
@@ -99,7 +86,7 @@ apiserver() {
     --service-account-issuer=https://kubernetes.default.svc \
     --service-cluster-ip-range="$SVC_RANGE" \
     --authorization-mode=Node,RBAC --allow-privileged=true \
-    --enable-priority-and-fairness=false --profiling=false "${aggregation[@]}"
+    --enable-priority-and-fairness=false --profiling=false "${extra[@]}"
 }
 
 controllers() {

@@ -1,6 +1,6 @@
 # shellcheck shell=bash
-# One lab node: its namespaces, Open vSwitch, containerd, lab agent (lab mode)
-# or ovn-controller (OVN mode, lib/ovn.sh) and kubelet.
+# One lab node: its namespaces, Open vSwitch, containerd and kubelet, and
+# what its mode (modes/*.sh) adds to them.
 # Sourced by test/lab/lab.sh, which defines the settings and helpers used here.
 
 # ---------------------------------------------------------------- nodes
@@ -30,7 +30,7 @@ node_ns() {
     binds="$binds mount --bind $nd/root$b $b;"
   done
   local extra=()
-  [ "$CNI" = antrea ] && read -ra extra <<<"$(antrea_node_binds)"
+  read -ra extra <<<"$(mode_hook node_binds)"
   for b in "${extra[@]}"; do
     mkdir -p "$nd/root$b"
     local d=$b
@@ -38,10 +38,7 @@ node_ns() {
     mkdir -p "$b"
     binds="$binds mount --bind $nd/root$b $b;"
   done
-  if [ "$CNI" = ovn ]; then
-    [ -e /run/ovn ] || { echo /run/ovn >>"$S/host-dirs"; mkdir -p /run/ovn; }
-    binds="$binds $(ovn_node_binds "$nd")"
-  fi
+  if mode_has node_mounts; then binds="$binds $(mode_hook node_mounts "$nd")"; fi
   nsenter --net=/run/netns/"$n" unshare --mount="$S/ns/$n.mnt" --uts="$S/ns/$n.uts" --propagation private \
     bash -ec "
       hostname $n
@@ -58,7 +55,7 @@ node_ovs() {
   local i=$1 n nd ip
   n=$(node_name "$i") nd=$S/nodes/$(node_name "$i") ip=$(node_ip "$i")
   mkdir -p "$nd/ovs"
-  ovsdb-tool create "$nd/ovs/conf.db" /usr/share/openvswitch/vswitch.ovsschema
+  ovsdb-tool create "$nd/ovs/conf.db" "$OVS_SCHEMA"
   start "$n-ovsdb-server" "$n" ovsdb-server "$nd/ovs/conf.db" --remote=punix:/run/openvswitch/db.sock \
     --pidfile=/run/openvswitch/ovsdb-server.pid --log-file="$S/logs/$n-ovsdb-server.ovs.log"
   poll "$n ovsdb-server" 10 test -S "$nd/root/run/openvswitch/db.sock"
@@ -68,28 +65,8 @@ node_ovs() {
     ovs-vsctl --timeout=10 -- add-br br-phy -- set Bridge br-phy datapath_type=netdev \
       other_config:hwaddr=$(ip_mac "$ip") -- add-port br-phy eth0
     ip addr add $ip/24 dev br-phy
-    ip link set br-phy up
-    [ $CNI = lab ] || exit 0
-    ovs-vsctl --timeout=10 -- add-br br-int -- set Bridge br-int datapath_type=netdev fail_mode=secure \
-        protocols=OpenFlow10,OpenFlow13,OpenFlow15 other_config:disable-in-band=true \
-      -- add-port br-int antrea-tun0 -- set Interface antrea-tun0 type=geneve \
-        options:remote_ip=flow options:key=flow ofport_request=1 \
-      -- add-port br-int antrea-gw0 -- set Interface antrea-gw0 type=internal ofport_request=2 \
-        mac=\\\"$(ip_mac "10.244.$i.1")\\\"
-    # The node's own way to its pods (kubelet probes) and, through the
-    # tunnel, to the other nodes' pods and to ClusterIPs.
-    ip link set antrea-gw0 mtu 1450 up
-    ip addr add 10.244.$i.1/24 dev antrea-gw0
-    ip route add $POD_RANGE dev antrea-gw0
-    ip route add $SVC_RANGE dev antrea-gw0
-    # add-port exits 0 even when the port failed: check its OpenFlow number.
-    for p in eth0 antrea-tun0 antrea-gw0; do
-      [ \"\$(ovs-vsctl get Interface \$p ofport)\" -gt 0 ] || { echo \"OVS port \$p failed\" >&2; exit 1; }
-    done"
-  case $CNI in
-    ovn) ovn_node "$i" ;;
-    antrea) antrea_node_ovs "$i"; node_tnl_neigh "$i" ;;
-  esac
+    ip link set br-phy up"
+  mode_hook node_ovs "$i"
 }
 
 # node_vswitchd I: start the node's ovs-vswitchd (also how `lab.sh restart`
@@ -100,27 +77,6 @@ node_vswitchd() {
   start "$n-ovs-vswitchd" "$n" ovs-vswitchd unix:/run/openvswitch/db.sock \
     --pidfile=/run/openvswitch/ovs-vswitchd.pid --log-file="$S/logs/$n-ovs-vswitchd.ovs.log"
   poll "$n ovs-vswitchd" 10 test -e "$nd/root/run/openvswitch/ovs-vswitchd.pid"
-}
-
-# node_vswitchd_restarted I (lab mode): a new ovs-vswitchd made the
-# bridges' internal ports (br-phy, antrea-gw0) afresh, without their
-# addresses and routes, and with no flows: put back what node_ovs set, and
-# restart the lab agent, which installs its pipeline when it starts.
-node_vswitchd_restarted() {
-  local i=$1 n ip
-  n=$(node_name "$i") ip=$(node_ip "$i")
-  poll "$n's bridge ports" 10 in_node "$n" bash -ec "
-    for p in eth0 antrea-tun0 antrea-gw0; do [ \"\$(ovs-vsctl --timeout=5 get Interface \$p ofport)\" -gt 0 ]; done
-    ip link show br-phy && ip link show antrea-gw0"
-  in_node "$n" bash -ec "
-    ip addr replace $ip/24 dev br-phy
-    ip link set br-phy up
-    ip link set antrea-gw0 mtu 1450 up
-    ip addr replace 10.244.$i.1/24 dev antrea-gw0
-    ip route replace $POD_RANGE dev antrea-gw0
-    ip route replace $SVC_RANGE dev antrea-gw0"
-  stop_component "$n-lab-agent"
-  node_agent "$i"
 }
 
 # node_tnl_neigh I: userspace Geneve drops the first packet to a peer while it
@@ -165,27 +121,9 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
     bin_dir = "$S/cni-bin"
     conf_dir = "/etc/cni/net.d"
 EOF
-  if [ "$CNI" = ovn ]; then
-    ovn_cni_conf "$i" >"$nd/root/etc/cni/net.d/10-tflab.conf"
-  elif [ "$CNI" = antrea ]; then
-    antrea_cni_conf >"$nd/root/etc/cni/net.d/10-antrea.conflist"
-  else
-    cat >"$nd/root/etc/cni/net.d/10-tflab.conf" <<EOF
-{"cniVersion": "0.4.0", "name": "tflab", "type": "lab-cni", "bridge": "br-int",
- "subnet": "$(node_cidr "$i")", "gateway": "10.244.$i.1", "routes": ["$POD_RANGE", "$SVC_RANGE", "169.254.0.253/32"],
- "mtu": 1450, "agentSocket": "$nd/agent.sock", "dataDir": "/var/lib/cni/tflab"}
-EOF
-  fi
+  mode_hook cni_conf "$i"
   start "$n-containerd" "$n" containerd --config "$nd/containerd.toml"
   poll "$n containerd" 20 ctr --address "$nd/root/run/containerd/containerd.sock" version
-}
-
-node_agent() {
-  local i=$1 n nd
-  n=$(node_name "$i") nd=$S/nodes/$(node_name "$i")
-  cp "$root/bin/lab/lab-agent" "$nd/lab-agent"
-  start "$n-lab-agent" "$n" "$nd/lab-agent" -kubeconfig "$S/kubeconfig" -node "$n" -socket "$nd/agent.sock" \
-    -state-dir "$nd" -pod-cidr "$(node_cidr "$i")" -pod-range "$POD_RANGE" -gateway-mac "$(ip_mac "10.244.$i.1")"
 }
 
 node_kubelet() {
@@ -227,6 +165,6 @@ node_up() {
   node_ovs "$i"
   node_containerd "$i"
   import_images "$(node_name "$i")"
-  if [ "$CNI" = lab ]; then node_agent "$i"; fi
+  mode_hook node_up "$i"
   node_kubelet "$i"
 }

@@ -50,7 +50,7 @@ func startCentral(t *testing.T) *central {
 		}
 		c.daemon(t, "ovsdb-server", file, "--remote=punix:"+db.sock,
 			"--unixctl="+filepath.Join(dir, db.name+".ctl"), "--log-file="+filepath.Join(dir, db.name+".log"))
-		waitFor(t, 10*time.Second, func() (bool, string) {
+		waitFor(t, time.Minute, func() (bool, string) {
 			_, err := os.Stat(db.sock)
 			return err == nil, db.sock + " never appeared"
 		})
@@ -133,6 +133,8 @@ func (c *central) connect(t *testing.T) client.Client {
 	return nb
 }
 
+// waitFor polls cond until it holds; timeout only ends a wait that would
+// hang (how soon OVN gets there depends on the machine, not on the code).
 func waitFor(t *testing.T, timeout time.Duration, cond func() (bool, string)) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)

@@ -70,7 +70,7 @@ func runController(t *testing.T, cs *fake.Clientset, c *central) (stop func()) {
 func podIP(t *testing.T, cs *fake.Clientset, ns, name string) netip.Addr {
 	t.Helper()
 	var ip netip.Addr
-	waitFor(t, 10*time.Second, func() (bool, string) {
+	waitFor(t, time.Minute, func() (bool, string) {
 		p, err := cs.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -83,7 +83,7 @@ func podIP(t *testing.T, cs *fake.Clientset, ns, name string) netip.Addr {
 
 func nbHas(t *testing.T, c *central, want string, args ...string) {
 	t.Helper()
-	waitFor(t, 10*time.Second, func() (bool, string) {
+	waitFor(t, time.Minute, func() (bool, string) {
 		out := strings.Join(strings.Fields(c.nbctl(t, args...)), " ") // --bare puts columns on lines
 		return strings.Contains(out, want), "ovn-nbctl " + strings.Join(args, " ") + " lacks " + want + ":\n" + out
 	})
@@ -91,7 +91,7 @@ func nbHas(t *testing.T, c *central, want string, args ...string) {
 
 func nbLacks(t *testing.T, c *central, unwanted string, args ...string) {
 	t.Helper()
-	waitFor(t, 10*time.Second, func() (bool, string) {
+	waitFor(t, time.Minute, func() (bool, string) {
 		out := c.nbctl(t, args...)
 		return !strings.Contains(out, unwanted), "ovn-nbctl " + strings.Join(args, " ") + " still has " + unwanted + ":\n" + out
 	})

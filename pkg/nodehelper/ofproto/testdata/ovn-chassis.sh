@@ -1,5 +1,6 @@
 # Sourced by record-ovn.sh and test/lab/ovs-conntrack-crash.sh: real OVN
-# (Debian ovn-central/ovn-host 23.03, OVS 3.1, userspace datapath) on two
+# (Debian ovn-central/ovn-host 23.03, OVS 3.1 or the OVS first on PATH with
+# OVS_SCHEMA, userspace datapath) on two
 # chassis in network namespaces rec-n1 and rec-n2, shaped as OVN-Kubernetes
 # shapes a cluster, with pods A and C on node 1 and B on node 2, an ACL and
 # two load balancers. Expects D (its directory) and C ($D/central) set, and
@@ -34,7 +35,7 @@ for i in 1 2; do
   N=$D/n$i; j=$((3 - i))
   node $i ip link set lo up
   node $i sysctl -qw net.ipv4.conf.all.arp_ignore=1
-  ovsdb-tool create $N/db/conf.db /usr/share/openvswitch/vswitch.ovsschema
+  ovsdb-tool create $N/db/conf.db "${OVS_SCHEMA:-/usr/share/openvswitch/vswitch.ovsschema}"
   node $i ovsdb-server $N/db/conf.db --remote=punix:$N/run/db.sock --pidfile=$N/run/ovsdb-server.pid --detach --log-file
   node $i ovs-vsctl --no-wait init
   node $i ovs-vswitchd unix:$N/run/db.sock --pidfile=$N/run/ovs-vswitchd.pid --detach --log-file

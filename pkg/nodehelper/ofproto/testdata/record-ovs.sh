@@ -6,7 +6,7 @@ set -euo pipefail
 OUT=$(realpath "${1:-.}")
 NS=rec-n1
 D=/tmp/rec-ovs
-export OVS_RUNDIR=$D/run OVS_DBDIR=$D/db OVS_LOGDIR=$D/log OVS_SYSCONFDIR=$D/etc OVS_PKGDATADIR=/usr/share/openvswitch
+export OVS_RUNDIR=$D/run OVS_DBDIR=$D/db OVS_LOGDIR=$D/log OVS_SYSCONFDIR=$D/etc OVS_PKGDATADIR=$(dirname "${OVS_SCHEMA:-/usr/share/openvswitch/vswitch.ovsschema}")
 cleanup() {
   for p in ovs-vswitchd ovsdb-server; do
     [ -f "$OVS_RUNDIR/$p.pid" ] && kill "$(cat "$OVS_RUNDIR/$p.pid")" 2>/dev/null || true
@@ -20,7 +20,7 @@ mkdir -p $OVS_RUNDIR $OVS_DBDIR $OVS_LOGDIR $OVS_SYSCONFDIR
 ip netns add $NS
 nsx() { ip netns exec $NS "$@"; }
 nsx ip link set lo up
-ovsdb-tool create $OVS_DBDIR/conf.db /usr/share/openvswitch/vswitch.ovsschema
+ovsdb-tool create $OVS_DBDIR/conf.db "${OVS_SCHEMA:-/usr/share/openvswitch/vswitch.ovsschema}"
 nsx ovsdb-server $OVS_DBDIR/conf.db --remote=punix:$OVS_RUNDIR/db.sock --pidfile=$OVS_RUNDIR/ovsdb-server.pid --detach --log-file
 vs() { nsx ovs-vsctl --db=unix:$OVS_RUNDIR/db.sock "$@"; }
 vs --no-wait init

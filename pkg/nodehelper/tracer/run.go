@@ -1,0 +1,243 @@
+package tracer
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"net/netip"
+	"path/filepath"
+	"time"
+
+	"github.com/kubectl-traceflow/kubectl-traceflow/internal/version"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/antreaagent"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/ofproto"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/openflow"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/ovsdb"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/probe"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/report"
+)
+
+// Exit codes, as DESIGN.md's CI contract says.
+const (
+	ExitOK      = 0 // delivered, forwarded into a tunnel, or left the network
+	ExitDropped = 2
+	ExitTimeout = 3
+	ExitSetup   = 4
+)
+
+// SetupError marks a failure before the trace could start (exit code 4).
+type SetupError struct{ Err error }
+
+func (e *SetupError) Error() string { return e.Err.Error() }
+func (e *SetupError) Unwrap() error { return e.Err }
+
+func setupErr(format string, args ...any) error {
+	return &SetupError{Err: fmt.Errorf(format, args...)}
+}
+
+// Common is what both modes need.
+type Common struct {
+	// Rundir is OVS's run directory: db.sock, BRIDGE.mgmt, ovs-vswitchd.PID.ctl.
+	Rundir string
+	Bridge string
+	Node   string
+	Tag    uint8
+	// Mark is the probe's IPv4 identification / IPv6 flow label (0: the
+	// tag's default, probe.Mark): with a random mark per trace, a pod that
+	// knows the tag still cannot forge a packet counted as the probe.
+	Mark uint32
+	// Timeout bounds the trace; it is also the flows' hard_timeout, so that
+	// a helper killed mid-trace leaves nothing behind for longer.
+	Timeout time.Duration
+	Out     *report.Writer
+	Logf    func(format string, args ...any)
+	// Random supplies the cookie's and controller id's random bits.
+	Random func() uint32
+	// Rules names the policy rule behind a conjunction id (Antrea's agent,
+	// where the plugin says one runs on the node); nil names none.
+	Rules RuleNamer
+}
+
+// RuleNamer names the policy rule a conjunction id stands for, met in the
+// named table.
+type RuleNamer interface {
+	RuleOf(ctx context.Context, conj uint32, table string) (antreaagent.Rule, error)
+}
+
+// session is what a trace keeps open.
+type session struct {
+	c     Common
+	br    *ovsdb.Bridge
+	of    *openflow.Session
+	ovs   ofproto.Client
+	names Namer
+	// naming says why hops carry table numbers only, where they do on a
+	// pipeline that has names of its own (OVN's southbound unreadable).
+	naming string
+	// ovnRemote is the node's ovn-remote, "" where OVN does not run.
+	ovnRemote string
+	cookie    uint64
+	ctlID     uint16
+	start     time.Time
+	// foreign counts packet-ins that were not this trace's.
+	foreign int
+	// probeSrcPort is the probe's TCP/UDP source port, 0 where unknown
+	// (on a receiver).
+	probeSrcPort uint16
+	// probeSrcIP is the probe's source address, where this node sent it.
+	probeSrcIP netip.Addr
+	// ignored counts tagged packets that were not the probe (a reply
+	// whose DSCP the replier copied from the probe).
+	ignored int
+	// wanted holds the flows the trace wants in the bridge, by kind
+	// (restore.go).
+	wanted map[uint8][]sentFlow
+	// installed counts the flows the trace added (install), for the
+	// cleanup line.
+	installed int
+	// rulesUntil ends the time the trace gives c.Rules (antreaagent.Budget
+	// from the first lookup).
+	rulesUntil time.Time
+	// hostAddrs reads the node's addresses on a port's host interface
+	// (ToOwnAddress).
+	hostAddrs HostAddrs
+}
+
+// trace asks OVS for its trace of frame entering the bridge with the
+// pipeline metadata in md ("in_port=3,..."). It describes the frame as a
+// flow instead of handing OVS the packet (see probe.TraceFlow).
+func (s *session) trace(ctx context.Context, md string, frame []byte) (ofproto.Trace, error) {
+	f, err := probe.TraceFlow(frame)
+	if err != nil {
+		return ofproto.Trace{}, err
+	}
+	return s.ovs.Trace(ctx, s.c.Bridge, md+","+f, nil)
+}
+
+// isProbe tells the probe from other packets carrying its tag.
+func (s *session) isProbe(frame []byte) bool {
+	sum, err := probe.Decode(frame)
+	return err == nil && sum.IsProbe(s.c.Tag, s.c.Mark, s.probeSrcPort)
+}
+
+func (c Common) hardTimeout() uint16 {
+	s := math.Ceil(c.Timeout.Seconds())
+	if s < 1 {
+		s = 1
+	}
+	if s > 65535 {
+		s = 65535
+	}
+	return uint16(s)
+}
+
+func open(ctx context.Context, c Common) (*session, error) {
+	if c.Tag == 0 || c.Tag > 63 {
+		return nil, setupErr("tag %d out of range 1..63 (a DSCP value)", c.Tag)
+	}
+	if c.Logf == nil {
+		c.Logf = func(string, ...any) {}
+	}
+	s := &session{c: c, start: time.Now(), hostAddrs: interfaceAddrs}
+	node, err := ovsdb.Snapshot(ctx, "unix:"+filepath.Join(c.Rundir, "db.sock"))
+	if err != nil {
+		return nil, setupErr("%w", err)
+	}
+	if s.br, err = node.Bridge(c.Bridge); err != nil {
+		return nil, setupErr("%w", err)
+	}
+	s.ovnRemote = node.ExternalIDs["ovn-remote"]
+	sock, err := ofproto.FindSocket(c.Rundir)
+	if err != nil {
+		return nil, setupErr("%w", err)
+	}
+	s.ovs = ofproto.Client{Socket: sock}
+	r := c.Random()
+	s.cookie = TraceCookie(c.Tag, r)
+	// Controller ids 1..0x7fff stay clear of 0, where CNIs' own packet-ins go.
+	s.ctlID = uint16(r%0x7ffe) + 1 //nolint:gosec // bounded
+	s.of, err = openflow.Dial(ctx, filepath.Join(c.Rundir, c.Bridge+".mgmt"), s.ctlID, c.Logf)
+	if err != nil {
+		return nil, setupErr("%w", err)
+	}
+	tables, err := readTableNames(ctx, s.of)
+	if err != nil {
+		s.of.Close()
+		return nil, setupErr("%w", err)
+	}
+	s.names = tables
+	if s.ovnRemote != "" {
+		s.names, s.naming = readOVNNames(ctx, tables, s.ovnRemote, c.Logf)
+	}
+	return s, nil
+}
+
+func readTableNames(ctx context.Context, of *openflow.Session) (TableNames, error) {
+	bodies, err := of.Multipart(ctx, openflow.TableFeaturesRequest(of.NextXid()))
+	if err != nil {
+		return nil, fmt.Errorf("read table names (TABLE_FEATURES): %w", err)
+	}
+	names := TableNames{}
+	for _, b := range bodies {
+		tn, err := openflow.DecodeTableFeatures(b)
+		if err != nil {
+			return nil, fmt.Errorf("read table names: %w", err)
+		}
+		for _, t := range tn {
+			// OVS calls unnamed tables "table0", "table1", ...: no name.
+			if t.Name != "" && t.Name != fmt.Sprintf("table%d", t.ID) {
+				names[t.ID] = t.Name
+			}
+		}
+	}
+	return names, nil
+}
+
+// cleanup deletes every flow of the trace, counts what is left, and says
+// so on a cleanup line: the last line of the helper's report, which tells
+// the plugin that stopping the helper left nothing behind. It runs on
+// every exit path; hard_timeout covers a helper that is killed.
+func (s *session) cleanup() {
+	s.wanted = nil
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	msg, err := openflow.DeleteByCookie(s.of.NextXid(), s.cookie, cookieMask)
+	if err == nil {
+		err = s.of.Send(msg)
+	}
+	if err == nil {
+		err = s.of.Barrier(ctx)
+	}
+	left := -1
+	if err == nil {
+		left, err = s.countFlows(ctx)
+	}
+	c := report.Cleanup{Cookie: fmt.Sprintf("%#x", s.cookie), FlowsLeft: left, HardTimeout: int(s.c.hardTimeout()), FlowsInstalled: s.installed}
+	if err != nil {
+		c.Error = err.Error()
+		s.c.Logf("cleanup: delete flows with cookie %#x/%#x: %v (they expire after %ds)", s.cookie, cookieMask, err, s.c.hardTimeout())
+	}
+	s.of.Close()
+	_ = s.c.Out.Write(report.Line{Type: report.TypeCleanup, Cleanup: &c})
+}
+
+func (s *session) ready(role report.Role, flows int, port, match string) error {
+	return s.c.Out.Write(report.Line{Type: report.TypeReady, Ready: &report.Ready{
+		Node: s.c.Node, HelperVersion: version.Version, Mode: role, Bridge: s.c.Bridge, Tag: s.c.Tag,
+		Cookie: fmt.Sprintf("%#x", s.cookie), ControllerID: s.ctlID, Flows: flows,
+		SourcePort: port, PortMatch: match, Naming: s.naming,
+	}})
+}
+
+// Outcome is how a trace ended on this node.
+type Outcome struct {
+	ExitCode int
+	Result   report.NodeResult
+	// ForeignPacketIns counts packet-ins that were not this trace's: with
+	// its own controller id there should be none.
+	ForeignPacketIns int
+	// IgnoredPackets counts packets that carried the trace's tag but were
+	// not its probe (a reply that copied the DSCP, a forgery without the
+	// trace's mark): let go, never reported.
+	IgnoredPackets int
+}

@@ -1,0 +1,188 @@
+package tracer
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"strings"
+
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/ofproto"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/openflow"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/ovsdb"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/probe"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/report"
+)
+
+// TraceSpec says what to inject where.
+type TraceSpec struct {
+	Common
+	// SourcePod is "namespace/name"; or InPort names the OVS port.
+	SourcePod string
+	InPort    string
+	// SourceIP and SourceMAC override what OVSDB records for the port.
+	SourceIP  netip.Addr
+	SourceMAC net.HardwareAddr
+	// DestinationMAC overrides the probe's destination MAC.
+	DestinationMAC net.HardwareAddr
+	Destination    netip.Addr
+	Protocol       probe.Protocol
+	// SrcPort is the TCP or UDP source port; 0 picks a random one.
+	SrcPort uint16
+	DstPort uint16
+	// TCPFlags is the flags byte as sent (0x02 for SYN; 0 is no flag).
+	TCPFlags uint8
+	TTL      uint8
+}
+
+// Trace injects a tagged probe at the source port and reports what this
+// node does with it.
+func Trace(ctx context.Context, spec TraceSpec) (Outcome, error) {
+	s, err := open(ctx, spec.Common)
+	if err != nil {
+		return Outcome{ExitCode: ExitSetup}, err
+	}
+	defer s.cleanup()
+	src, match, err := sourcePort(s.br, spec)
+	if err != nil {
+		return Outcome{ExitCode: ExitSetup}, setupErr("%w", err)
+	}
+	if ip, mac := sourceAddrs(src, spec); spec.DestinationMAC == nil && ip.IsValid() && spec.Destination.IsValid() {
+		spec.DestinationMAC = s.answeredMAC(ctx, src, mac, ip, spec.Destination)
+	}
+	ps, err := probeSpec(s.br, src, spec, s.c.Random())
+	if err != nil {
+		return Outcome{ExitCode: ExitSetup}, setupErr("%w", err)
+	}
+	s.probeSrcPort, s.probeSrcIP = ps.SrcPort, ps.SrcIP
+	pkt, err := probe.Build(ps)
+	if err != nil {
+		return Outcome{ExitCode: ExitSetup}, setupErr("%w", err)
+	}
+	t, err := s.trace(ctx, fmt.Sprintf("in_port=%d", src.Ofport), pkt)
+	if err != nil {
+		return Outcome{ExitCode: ExitSetup}, setupErr("ask OVS for its trace of the probe: %w", err)
+	}
+	ethType := uint16(0x0800)
+	if ps.DstIP.Is6() {
+		ethType = 0x86dd
+	}
+	p := &path{t: t, ethType: ethType}
+	// Only passes after a recirculation go through the datapath's cache:
+	// the packet-out's first pass is translated afresh.
+	plan, err := s.plan(ctx, p, 0, recirculates(t))
+	if err != nil {
+		return Outcome{ExitCode: ExitSetup}, setupErr("%w", err)
+	}
+	if err := s.ready(report.RoleSender, len(plan.FlowMods), src.Name, string(match)); err != nil {
+		return Outcome{ExitCode: ExitSetup}, err
+	}
+	po, err := openflow.PacketOut(s.of.NextXid(), uint32(src.Ofport), pkt) //nolint:gosec // ofport > 0 checked
+	if err == nil {
+		err = s.of.Send(po)
+	}
+	if err != nil {
+		return Outcome{ExitCode: ExitSetup}, setupErr("inject the probe: %w", err)
+	}
+	return s.watch(ctx, report.RoleSender, p, ps.DstIP, nil)
+}
+
+func sourcePort(br *ovsdb.Bridge, spec TraceSpec) (*ovsdb.Port, ovsdb.Match, error) {
+	var p *ovsdb.Port
+	var m ovsdb.Match
+	var err error
+	switch {
+	case spec.SourcePod != "":
+		ns, name, ok := strings.Cut(spec.SourcePod, "/")
+		if !ok || ns == "" || name == "" {
+			return nil, "", fmt.Errorf("--source-pod %q: want NAMESPACE/NAME", spec.SourcePod)
+		}
+		p, m, err = br.FindPod(ns, name)
+	case spec.InPort != "":
+		p, err = br.FindPort(spec.InPort)
+		m = ovsdb.MatchPortNam
+	default:
+		return nil, "", fmt.Errorf("say where the probe enters: --source-pod NAMESPACE/NAME or --in-port OVS_PORT")
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	if p.Ofport <= 0 {
+		return nil, "", fmt.Errorf("port %s has no OpenFlow port number (ofport %d): OVS could not add it", p.Name, p.Ofport)
+	}
+	return p, m, nil
+}
+
+// probeSpec says what the probe looks like. Its 5-tuple is fresh for every
+// trace (a random source port or ICMP id, unless --src-port says
+// otherwise): a tuple that repeats an earlier trace's would meet that
+// trace's conntrack entry and could take another path than OVS's trace of
+// a new connection predicts.
+func probeSpec(br *ovsdb.Bridge, src *ovsdb.Port, spec TraceSpec, random uint32) (probe.Spec, error) {
+	ps := probe.Spec{
+		DstIP: spec.Destination, Protocol: spec.Protocol, SrcPort: spec.SrcPort, DstPort: spec.DstPort,
+		TCPFlags: spec.TCPFlags, Tag: spec.Tag, Mark: spec.Mark, TTL: spec.TTL, ICMPID: uint16(random >> 16), ICMPSeq: 1, //nolint:gosec // the high half
+	}
+	if !ps.DstIP.IsValid() {
+		return ps, fmt.Errorf("--destination is required")
+	}
+	ps.SrcIP, ps.SrcMAC = sourceAddrs(src, spec)
+	if !ps.SrcIP.IsValid() {
+		return ps, fmt.Errorf("port %s records no %s address in external_ids (ip, ip_addresses or ip-address): pass --source-ip", src.Name, family(ps.DstIP))
+	}
+	if ps.SrcMAC == nil {
+		return ps, fmt.Errorf("port %s records no pod MAC in external_ids (mac, attached_mac or attached-mac): pass --source-mac", src.Name)
+	}
+	ps.DstMAC = spec.DestinationMAC
+	if ps.DstMAC == nil {
+		// A local destination pod gets its own MAC; anything else the
+		// gateway's, as a pod's routed packet would carry.
+		if p := br.PortByIP(ps.DstIP); p != nil && p.PodMAC() != nil {
+			ps.DstMAC = p.PodMAC()
+		} else if gw := br.Gateway(); gw != nil {
+			ps.DstMAC, _ = net.ParseMAC(gw.MAC)
+		}
+	}
+	if ps.DstMAC == nil {
+		return ps, fmt.Errorf("cannot tell the probe's destination MAC (no local pod with IP %s, no gateway port): pass --destination-mac", ps.DstIP)
+	}
+	if ps.SrcPort == 0 && ps.Protocol != probe.ICMP {
+		// IANA's dynamic range, 49152-65535, as a client's would be.
+		ps.SrcPort = 49152 + uint16(random%16384) //nolint:gosec // bounded
+	}
+	return ps, nil
+}
+
+// sourceAddrs is the probe's source IP (of the destination's family) and
+// MAC: the flags', else what the CNI recorded for the source port.
+func sourceAddrs(src *ovsdb.Port, spec TraceSpec) (netip.Addr, net.HardwareAddr) {
+	ip, mac := spec.SourceIP, spec.SourceMAC
+	if !ip.IsValid() {
+		for _, a := range src.PodIPs() {
+			if a.Is4() == spec.Destination.Is4() {
+				ip = a
+				break
+			}
+		}
+	}
+	if mac == nil {
+		mac = src.PodMAC()
+	}
+	return ip, mac
+}
+
+func family(a netip.Addr) string {
+	if a.Is4() {
+		return "IPv4"
+	}
+	return "IPv6"
+}
+
+func recirculates(t ofproto.Trace) bool {
+	for _, h := range t.Hops {
+		if h.Pass > 0 {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,204 @@
+package check
+
+import (
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/traceflow"
+)
+
+func (p *parser) oneCase(n *yaml.Node, path string, d defaults) (Case, error) {
+	p.caseName = ""
+	defer func() { p.caseName = "" }()
+	// Name the case in every error about it, even one before its name.
+	for i := 0; n.Kind == yaml.MappingNode && i+1 < len(n.Content); i += 2 {
+		if k, v := n.Content[i], n.Content[i+1]; k.Value == "name" && v.Kind == yaml.ScalarNode {
+			p.caseName = v.Value
+		}
+	}
+	f, err := p.fields(n, path, fieldsCase...)
+	if err != nil {
+		return Case{}, err
+	}
+	c := Case{Path: path, At: p.at(n), Expect: d.expect, Timeout: d.timeout}
+	nameNode, ok := f["name"]
+	if !ok {
+		return c, p.errf(n, join(path, "name"), "missing: every case has a name, which the report and JUnit show")
+	}
+	if c.Name, err = p.str(nameNode, join(path, "name")); err != nil {
+		return c, err
+	}
+	if strings.TrimSpace(c.Name) == "" {
+		return c, p.errf(nameNode, join(path, "name"), "empty: every case has a name")
+	}
+	p.caseName = c.Name
+	fromNode, ok := f["from"]
+	if !ok {
+		return c, p.errf(n, join(path, "from"), "missing: say where the probe starts (pod, or selector)")
+	}
+	if c.From, err = p.from(fromNode, join(path, "from"), d.namespace); err != nil {
+		return c, err
+	}
+	toNode, ok := f["to"]
+	if !ok {
+		return c, p.errf(n, join(path, "to"), "missing: say where the probe goes (pod, selector, service or ip)")
+	}
+	if c.To, err = p.to(toNode, join(path, "to"), d.namespace); err != nil {
+		return c, err
+	}
+	if v, ok := f["expect"]; ok {
+		if c.Expect, err = p.expect(v, join(path, "expect")); err != nil {
+			return c, err
+		}
+	}
+	if v, ok := f["timeout"]; ok {
+		if c.Timeout, err = p.timeout(v, join(path, "timeout")); err != nil {
+			return c, err
+		}
+	}
+	return c, p.packet(&c, f, path, d, n)
+}
+
+// packet decides the protocol and port from the case, then the defaults.
+// A port alone means TCP; nothing at all means ICMP, or a Service's first
+// port, as on the command line.
+func (p *parser) packet(c *Case, f map[string]*yaml.Node, path string, d defaults, n *yaml.Node) error {
+	var err error
+	protoNode, hasProto := f["protocol"]
+	if hasProto {
+		if c.Protocol, err = p.protocol(protoNode, join(path, "protocol")); err != nil {
+			return err
+		}
+	}
+	portNode, hasPort := f["port"]
+	if hasPort {
+		if c.Port, err = p.port(portNode, join(path, "port")); err != nil {
+			return err
+		}
+		c.PortAt = p.at(portNode)
+	}
+	if !hasProto && !hasPort {
+		c.Protocol, c.Port, c.PortAt = d.protocol, d.port, d.portAt
+	} else if !hasProto {
+		c.Protocol = d.protocol
+	} else if !hasPort && c.Protocol != traceflow.ICMP && d.protocol != traceflow.ICMP {
+		c.Port, c.PortAt = d.port, d.portAt
+	}
+	if c.Protocol == "" && c.Port != 0 {
+		c.Protocol = traceflow.TCP
+	}
+	service := c.To.Service != ""
+	switch {
+	case c.Protocol == traceflow.ICMP && c.Port != 0:
+		at := n
+		if hasPort {
+			at = portNode
+		}
+		return p.errf(at, join(path, "port"), "ICMP has no port: drop port, or give protocol TCP or UDP")
+	case c.Protocol == traceflow.ICMP && service:
+		return p.errf(n, join(path, "protocol"), "a Service load-balances ports, not ICMP: give TCP or UDP and a port, or leave both out for its first port")
+	case (c.Protocol == traceflow.TCP || c.Protocol == traceflow.UDP) && c.Port == 0 && !service:
+		return p.errf(n, join(path, "port"), "missing: %s needs a destination port", c.Protocol)
+	case c.Protocol == "" && !service:
+		c.Protocol = traceflow.ICMP
+	}
+	return nil
+}
+
+func (p *parser) from(n *yaml.Node, path, ns string) (From, error) {
+	f, err := p.fields(n, path, fieldsFrom...)
+	if err != nil {
+		return From{}, err
+	}
+	out := From{Namespace: ns, Pick: PickFirst, At: p.at(n)}
+	if v, ok := f["namespace"]; ok {
+		if out.Namespace, err = p.namespace(v, join(path, "namespace")); err != nil {
+			return out, err
+		}
+	}
+	pod, hasPod := f["pod"]
+	sel, hasSel := f["selector"]
+	switch {
+	case hasPod && hasSel:
+		return out, p.errf(sel, join(path, "selector"), "give pod or selector, not both")
+	case hasPod:
+		out.Pod, err = p.objectName(pod, join(path, "pod"), "pod")
+	case hasSel:
+		out.SelectorAt = p.at(sel)
+		out.Selector, err = p.selector(sel, join(path, "selector"))
+	default:
+		return out, p.errf(n, join(path, "pod"), "missing: give pod: NAME, or selector: LABELS (the first Ready pod by name, or pods: all)")
+	}
+	if err != nil {
+		return out, err
+	}
+	if v, ok := f["pods"]; ok {
+		if !hasSel {
+			return out, p.errf(v, join(path, "pods"), "applies to a selector only")
+		}
+		s, err := p.str(v, join(path, "pods"))
+		if err != nil {
+			return out, err
+		}
+		switch Pick(s) {
+		case PickFirst, PickAll:
+			out.Pick = Pick(s)
+		default:
+			return out, p.errf(v, join(path, "pods"), "%q: give first (the first Ready pod by name) or all", s)
+		}
+	}
+	return out, nil
+}
+
+func (p *parser) to(n *yaml.Node, path, ns string) (To, error) {
+	f, err := p.fields(n, path, fieldsTo...)
+	if err != nil {
+		return To{}, err
+	}
+	out := To{Namespace: ns, At: p.at(n)}
+	if v, ok := f["namespace"]; ok {
+		if out.Namespace, err = p.namespace(v, join(path, "namespace")); err != nil {
+			return out, err
+		}
+	}
+	var kinds []string
+	for _, k := range []string{"pod", "selector", "service", "ip"} {
+		if _, ok := f[k]; ok {
+			kinds = append(kinds, k)
+		}
+	}
+	switch len(kinds) {
+	case 0:
+		return out, p.errf(n, path, "give one of pod, selector, service and ip")
+	case 1:
+	default:
+		return out, p.errf(f[kinds[1]], join(path, kinds[1]), "give only one of pod, selector, service and ip (also got %s)", kinds[0])
+	}
+	v := f[kinds[0]]
+	field := join(path, kinds[0])
+	switch kinds[0] {
+	case "pod":
+		out.Pod, err = p.objectName(v, field, "pod")
+	case "selector":
+		out.SelectorAt = p.at(v)
+		out.Selector, err = p.selector(v, field)
+	case "service":
+		out.ServiceAt = p.at(v)
+		out.Service, err = p.objectName(v, field, "Service")
+	case "ip":
+		out.IP, err = p.addr(v, field)
+	}
+	if err != nil {
+		return out, err
+	}
+	if v, ok := f["allEndpoints"]; ok {
+		if v.Kind != yaml.ScalarNode || v.Tag != "!!bool" {
+			return out, p.errf(v, join(path, "allEndpoints"), "want true or false, got %s", kindName(v))
+		}
+		if out.AllEndpoints = strings.EqualFold(v.Value, "true"); out.AllEndpoints && out.Service == "" {
+			return out, p.errf(v, join(path, "allEndpoints"), "applies to a service destination only")
+		}
+	}
+	return out, nil
+}

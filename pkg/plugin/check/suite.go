@@ -1,0 +1,119 @@
+package check
+
+// A suite file of `kubectl traceflow check` is a versioned list of named
+// trace cases, each with its source, destination, packet and expectation.
+// Parsing is pure (no cluster) and keeps the line of every field, so that
+// an error names the file, the line and the field; the schema is
+// documented in check-suite.schema.json.
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/outcome"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/traceflow"
+)
+
+// The version and kind a suite file declares.
+const (
+	APIVersion = "traceflow.kubectl-traceflow.io/v1alpha1"
+	Kind       = "CheckSuite"
+)
+
+// Suite is one file's cases, defaults applied.
+type Suite struct {
+	File  string
+	Cases []Case
+}
+
+// Pos is where something was written: a file and a 1-based line.
+type Pos struct {
+	File string
+	Line int
+}
+
+func (p Pos) String() string {
+	if p.File == "" {
+		return "the command line" // a case made from flags (--all-endpoints)
+	}
+	return fmt.Sprintf("%s:%d", p.File, p.Line)
+}
+
+// Pick says which pods of a selector a source stands for.
+type Pick string
+
+// Picks.
+const (
+	// PickFirst is the first Ready pod, by name.
+	PickFirst Pick = "first"
+	// PickAll is every Ready pod: one trace from each.
+	PickAll Pick = "all"
+)
+
+// From is a case's source: a pod by name, or pods by label selector.
+type From struct {
+	Namespace string
+	Pod       string
+	Selector  string
+	Pick      Pick
+	// At is where from: was written; SelectorAt where its selector was.
+	At, SelectorAt Pos
+}
+
+// To is a case's destination: exactly one of Pod, Selector (the first
+// Ready pod by name), Service and IP.
+type To struct {
+	Namespace string
+	Pod       string
+	Selector  string
+	Service   string
+	IP        string
+	// AllEndpoints, for a Service, adds one trace to each endpoint (its IP
+	// and target port) to the one through the Service.
+	AllEndpoints bool
+	At           Pos
+	// SelectorAt, ServiceAt say where the selector or Service was written.
+	SelectorAt, ServiceAt Pos
+}
+
+// Case is one named expectation.
+type Case struct {
+	Name string
+	// Path is where the case is in its file, as errors name it: cases[3].
+	Path     string
+	At       Pos
+	From     From
+	To       To
+	Protocol traceflow.Protocol
+	// Port is 0 for ICMP, and for a Service whose first port is meant.
+	Port    int32
+	PortAt  Pos
+	Expect  outcome.Expect
+	Timeout time.Duration
+}
+
+// Error is a problem in a suite file: where, which field, and what.
+type Error struct {
+	At    Pos
+	Field string
+	// Case is the name of the case the field belongs to, if known.
+	Case string
+	Msg  string
+}
+
+func (e *Error) Error() string {
+	field := e.Field
+	if e.Case != "" {
+		field = strings.TrimSpace(field + fmt.Sprintf(" (case %q)", e.Case))
+	}
+	if field == "" {
+		return fmt.Sprintf("%s: %s", e.At, e.Msg)
+	}
+	return fmt.Sprintf("%s: %s: %s", e.At, field, e.Msg)
+}
+
+// Errorf makes an Error.
+func Errorf(at Pos, field, format string, a ...any) *Error {
+	return &Error{At: at, Field: field, Msg: fmt.Sprintf(format, a...)}
+}

@@ -1,0 +1,112 @@
+package check
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/exitcode"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/helpermode"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/outcome"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/tracerun"
+)
+
+// Tracing is how a suite's traces run: each through the trace runner, as
+// `kubectl traceflow SRC DST` runs one, with the run's own options.
+type Tracing struct {
+	Clients *tracerun.Clients
+	// Options apply to every trace; each case's timeout replaces
+	// Options.Timeout. Options.Pool is set by ShareHelpers.
+	Options tracerun.Options
+	// Probe are the packet's settings for every trace (the trace
+	// command's, under --all-endpoints).
+	Probe tracerun.Probe
+	// Suffix makes the random part of each record's name.
+	Suffix func() string
+}
+
+// RunFunc returns the function that runs one trace of the suite: the same
+// resolution result, record, engine choice and cleanup as a single trace.
+// Its updates fold into the result's model; nothing is drawn.
+func (tr *Tracing) RunFunc() RunFunc {
+	return func(ctx context.Context, t Trace) Result {
+		started := time.Now()
+		opts := tr.Options
+		opts.Timeout = t.Timeout
+		var mu sync.Mutex
+		var model outcome.Model
+		r := &tracerun.Runner{Clients: tr.Clients, Options: opts, Emit: func(u outcome.Update) {
+			mu.Lock()
+			defer mu.Unlock()
+			model.Apply(u)
+		}}
+		end, err := r.Run(ctx, tracerun.Trace{Resolved: t.Result, Record: tracerun.Record(t.Result, tr.Probe, opts.Timeout, tr.Suffix())})
+		mu.Lock()
+		m := model
+		mu.Unlock()
+		return result(ctx, t, err, Result{Ended: end, Model: &m, Started: started, Done: time.Now()})
+	}
+}
+
+// result completes res, which holds how the trace ended, with its exit
+// code and error.
+func result(ctx context.Context, t Trace, err error, res Result) Result {
+	ended := res.Ended // as the runner said, before a missing verdict counts as Failed
+	if res.Verdict == "" {
+		res.Verdict = outcome.Failed
+	}
+	if err != nil && ctx.Err() != nil {
+		// Interrupted: whatever failed after that (an API call cut
+		// short) is not a cluster's failure; the trace did not complete.
+		res.Verdict, res.Code = outcome.Incomplete, exitcode.Timeout
+		res.Err = fmt.Errorf("interrupted before the trace completed (what it created was removed): %w", err)
+		return res
+	}
+	if err != nil {
+		res.Code, res.Err = exitcode.Of(err), err
+		return res
+	}
+	res.Code, res.Err = outcome.ExitCode(ended.Verdict, t.Expect, ended.Destination)
+	return res
+}
+
+// ShareHelpers gives the run a pool of helpers, one per node, and returns
+// what removes it; where each trace starts its own (share false, the agent
+// engine, no right to attach, or no REST config to attach with) it does
+// nothing. Nothing is created until a helper-mode trace needs a node. run
+// names the pool's pods; parallel is how many traces run at once.
+func (tr *Tracing) ShareHelpers(ctx context.Context, share bool, traces []Trace, parallel int, run string) (closePool func() error) {
+	c := tr.Clients
+	if !share || tr.Options.Engine == "agent" || c.RESTConfig == nil || !tracerun.CanAttach(ctx, c.Kube, tr.Options.HelperNamespace) {
+		return func() error { return nil }
+	}
+	longest := time.Duration(0)
+	for _, t := range traces {
+		longest = max(longest, t.Timeout)
+	}
+	waves := (len(traces) + parallel - 1) / max(parallel, 1)
+	o := tr.Options
+	pool := helpermode.NewPool(helpermode.PoolConfig{
+		Cluster: helpermode.NewCluster(c.Kube, c.Streams, c.RESTConfig), Namespace: o.HelperNamespace,
+		Image: o.HelperImage, OVSRunDir: o.OVSRunDir, OVNRunDir: o.OVNRunDir, Run: run,
+		// Every wave may take a trace's timeout and start-up budget: the
+		// deadline only matters should the plugin die without its attach
+		// ending (the server stops when its standard input ends).
+		Lifetime: time.Duration(waves) * (longest + helpermode.StartupBudget),
+	})
+	tr.Options.Pool = pool
+	forget := func() {}
+	if o.Abandon != nil {
+		forget = o.Abandon.Add(run)
+	}
+	return func() error {
+		c, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		err := pool.Close(c)
+		if err == nil {
+			forget()
+		}
+		return err
+	}
+}

@@ -1,0 +1,33 @@
+// Package labels holds the label and annotation keys kubectl-traceflow puts
+// on what it creates (Traceflow records, helper pods, tag-claim Leases, the
+// objects of `kubectl traceflow install`). They are one contract with the
+// cluster: a sweep finds by them what a killed plugin left, and one trace's
+// pods, claims and record are tied together by them, so every package that
+// writes or reads them takes them from here and none can drift.
+package labels
+
+const (
+	// ManagedBy is the well-known label that marks what kubectl-traceflow
+	// created; `kubectl traceflow cleanup` sweeps by it.
+	ManagedBy = "app.kubernetes.io/managed-by"
+	// Manager is ManagedBy's value, and the field manager of every write,
+	// so that server-side field ownership names the same owner.
+	Manager = "kubectl-traceflow"
+	// Selector selects everything kubectl-traceflow created.
+	Selector = ManagedBy + "=" + Manager
+
+	// Trace names the trace a helper pod or a tag claim belongs to, so that
+	// a sweep can tell a live trace's objects from those left behind.
+	Trace = "traceflow.kubectl-traceflow.io/trace"
+	// Role says what a helper pod does in its trace (helperpod.Role).
+	Role = "traceflow.kubectl-traceflow.io/role"
+
+	// TagAnnotation carries a helper-mode trace's dataplane tag on its pods
+	// and on its Traceflow record, where status.dataplaneTag never does:
+	// Antrea's agents trace any Traceflow whose status is Running with a
+	// tag, and read no annotation.
+	TagAnnotation = "traceflow.kubectl-traceflow.io/dataplane-tag"
+	// VerdictAnnotation carries the verdict on the record that -o json|yaml
+	// prints.
+	VerdictAnnotation = "traceflow.kubectl-traceflow.io/verdict"
+)
