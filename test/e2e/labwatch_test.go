@@ -24,10 +24,11 @@ import (
 // an Antrea agent) is alive. Dead means gone or a zombie: this machine's
 // PID 1 may leave a dead daemon unreaped for seconds.
 //
-// The watch reports; it does not fail tests. In its first CI run it also
-// failed every test after a restart of kube-apiserver, whose graceful stop
-// took 12 s before the stopping mark existed: it is to stay silent through
-// CI runs of every mode before it may fail the run.
+// A death fails the run: every test that starts after it fails at once
+// (requireLab), naming the daemon, and TestMain exits non-zero even where
+// the test running at that moment passed. Before, the watch only reported,
+// until it had stayed silent through CI runs of every mode (it did, once
+// lab.sh marked its own stops and kube-apiserver's graceful restart).
 type labWatch struct {
 	mu   sync.Mutex
 	dead string // what died, "" while every daemon lives

@@ -80,6 +80,7 @@ func TestMain(m *testing.M) {
 	if d := labDead(); d != "" {
 		// Again after every test's output, where the recap is read.
 		fmt.Fprintf(os.Stderr, "e2e: during this run a daemon of the lab died: %s\n", d)
+		code = 1
 	}
 	if lab.setupErr == "" && !lab.down && !keepLab() {
 		out, err := exec.Command(labScript(), "down").CombinedOutput()
@@ -148,6 +149,9 @@ func requireLab(t testing.TB) {
 	}
 	if lab.down {
 		t.Fatal("the lab was already taken down")
+	}
+	if d := labDead(); d != "" {
+		t.Fatalf("a daemon of the lab died earlier in this run, so no later result can be trusted: %s", d)
 	}
 }
 
