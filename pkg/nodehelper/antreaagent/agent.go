@@ -36,7 +36,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"time"
 )
 
 // TokenFile is where Antrea's agent writes the token its own antctl uses.
@@ -283,10 +282,3 @@ func (c *Client) order(dir, table string) []int {
 	sort.SliceStable(idx, func(a, b int) bool { return rank(c.policies[idx[a]]) < rank(c.policies[idx[b]]) })
 	return idx
 }
-
-// Budget bounds the lookups of one trace. The agent dumps a policy's
-// flows with one ovs-ofctl call per flow: a policy of 52 rules took more
-// than 3 s on the lab's nodes. A verdict that ends at a rule waits for its
-// name up to this long (and never into the last quarter of the trace's
-// timeout, which the helper sees to).
-const Budget = 10 * time.Second

@@ -95,9 +95,11 @@ type session struct {
 	// installed counts the flows the trace added (install), for the
 	// cleanup line.
 	installed int
-	// rulesUntil ends the time the trace gives c.Rules (antreaagent.Budget
-	// from the first lookup).
-	rulesUntil time.Time
+	// lookups are the rule lookups started (rulenames.go), all under
+	// rulesCtx.
+	lookups     map[uint32]*ruleLookup
+	rulesCtx    context.Context
+	rulesCancel context.CancelFunc
 	// hostAddrs reads the node's addresses on a port's host interface
 	// (ToOwnAddress).
 	hostAddrs HostAddrs
@@ -111,7 +113,11 @@ func (s *session) trace(ctx context.Context, md string, frame []byte) (ofproto.T
 	if err != nil {
 		return ofproto.Trace{}, err
 	}
-	return s.ovs.Trace(ctx, s.c.Bridge, md+","+f, nil)
+	t, err := s.ovs.Trace(ctx, s.c.Bridge, md+","+f, nil)
+	if err == nil {
+		s.warmRules(t)
+	}
+	return t, err
 }
 
 // isProbe tells the probe from other packets carrying its tag.
@@ -199,6 +205,7 @@ func readTableNames(ctx context.Context, of *openflow.Session) (TableNames, erro
 // every exit path; hard_timeout covers a helper that is killed.
 func (s *session) cleanup() {
 	s.wanted = nil
+	s.stopRules()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	msg, err := openflow.DeleteByCookie(s.of.NextXid(), s.cookie, cookieMask)
