@@ -71,6 +71,9 @@ func (s *session) lookupRule(conj uint32, table string) *ruleLookup {
 	go func() {
 		defer close(l.done)
 		l.rule, l.err = s.c.Rules.RuleOf(s.rulesCtx, conj, table)
+		if l.err == nil {
+			s.c.Logf("conjunction %d is %s rule %q (Antrea's agent, %s)", conj, l.rule.Policy, l.rule.Name, time.Since(start).Round(time.Millisecond))
+		}
 		if errors.Is(l.err, context.DeadlineExceeded) {
 			l.err = fmt.Errorf("Antrea's agent did not say within %s which rule conjunction %d is (it lists a policy's flows one ovs-ofctl call at a time)",
 				time.Since(start).Round(100*time.Millisecond), conj)
