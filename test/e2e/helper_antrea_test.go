@@ -71,7 +71,12 @@ spec:
 		t.Run(fmt.Sprintf("%s-%d", tc.dst, tc.port), func(t *testing.T) {
 			p := probe{f.ns, "a", "tcp", f.pods[tc.dst].Status.PodIP, tc.port}
 			waitTraffic(t, p, tc.real)
-			r, _ := traceAndTraffic(t, p, "", "-n", f.ns, "a", tc.dst, "--tcp", fmt.Sprint(tc.port), "--engine", "helper")
+			// Antrea's agent lists a policy's flows one ovs-ofctl call at a
+			// time: for these 52 rules 4 to 6 s on an idle lab, 12 s with
+			// four requests at once. The helper waits for the name up to
+			// three quarters of the trace's timeout; a minute keeps this
+			// test about naming, not about the machine's speed.
+			r, _ := traceAndTraffic(t, p, "", "-n", f.ns, "a", tc.dst, "--tcp", fmt.Sprint(tc.port), "--engine", "helper", "--timeout", "60s")
 			if r.code == 4 {
 				t.Fatalf("setup failure (exit 4): %s", r.stderr)
 			}
