@@ -142,7 +142,16 @@ start() {
   rm -f "$S/pids/$name.stopping"
 }
 
-alive() { local p; p=$(cat "$S/pids/$1.pid" 2>/dev/null) && kill -0 "$p" 2>/dev/null; }
+# alive NAME: the daemon's process exists and is not a zombie. kill -0
+# succeeds on a zombie, and this machine's PID 1 may leave a dead daemon
+# unreaped (an ovs-vswitchd that aborted showed as running).
+alive() {
+  local p st
+  p=$(cat "$S/pids/$1.pid" 2>/dev/null) && st=$(cat "/proc/$p/stat" 2>/dev/null) || return 1
+  # pid (comm) STATE ...: comm may hold spaces and parentheses.
+  st=${st##*) }
+  [ "${st:0:1}" != Z ] && [ "${st:0:1}" != X ]
+}
 
 # stop_component NAME: SIGTERM the daemon (SIGCONT first: a stopped process
 # does not act on SIGTERM) and wait until it is gone. NAME.stopping, beside
