@@ -75,7 +75,7 @@ func (s *session) lookupRule(conj uint32, table string) *ruleLookup {
 			s.c.Logf("conjunction %d is %s rule %q (Antrea's agent, %s)", conj, l.rule.Policy, l.rule.Name, time.Since(start).Round(time.Millisecond))
 		}
 		if errors.Is(l.err, context.DeadlineExceeded) {
-			l.err = fmt.Errorf("Antrea's agent did not say within %s which rule conjunction %d is (it lists a policy's flows one ovs-ofctl call at a time)",
+			l.err = fmt.Errorf("no answer from Antrea's agent within %s on which rule conjunction %d is (it lists a policy's flows one ovs-ofctl call at a time)",
 				time.Since(start).Round(100*time.Millisecond), conj)
 		}
 	}()

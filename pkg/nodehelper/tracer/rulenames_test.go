@@ -113,7 +113,7 @@ func TestNameRuleSlowAgent(t *testing.T) {
 	o := report.Observation{Component: report.ComponentNetworkPolicy, Action: report.ActionDropped}
 	h := &report.Hop{TableName: "IngressMetric", Flow: "priority=200,reg3=0x4"}
 	s.nameRule(context.Background(), &o, h)
-	if o.NetworkPolicy != "" || !strings.Contains(h.PolicyUnknown, "did not say within") || !strings.Contains(h.PolicyUnknown, "conjunction 4") {
+	if o.NetworkPolicy != "" || !strings.Contains(h.PolicyUnknown, "no answer from Antrea's agent within") || !strings.Contains(h.PolicyUnknown, "conjunction 4") {
 		t.Errorf("policy %q, why %q", o.NetworkPolicy, h.PolicyUnknown)
 	}
 	if time.Now().Before(s.rulesDeadline()) {
