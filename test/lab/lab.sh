@@ -339,6 +339,9 @@ lock() { exec 8<"$0"; flock 8; }
 # names (its hook puts that one's commands first on PATH and sets OVS_SCHEMA),
 # for every command, so that exec and restart reach the same OVS as up.
 OVS_SCHEMA=/usr/share/openvswitch/vswitch.ovsschema
+# The node's underlay bridge, holding eth0 and the node IP (a mode's ovs hook
+# may name it otherwise).
+PHY_BR=br-phy
 if mode_has ovs && ! mode_hook ovs && [ "${1:-}" = up ]; then die "no Open vSwitch for CNI $CNI (above)"; fi
 case "${1:-}" in
   up) lock; up ;;

@@ -17,7 +17,7 @@ node_ns() {
     ip link set lo up
     ethtool -K eth0 tx off >/dev/null
     ip link set eth0 up
-    # The node IP lives on br-phy; eth0 must not answer ARP for it.
+    # The node IP lives on the underlay bridge; eth0 must not answer ARP for it.
     sysctl -qw net.ipv4.conf.all.arp_ignore=1 net.ipv4.conf.all.rp_filter=0 net.ipv4.conf.default.rp_filter=0"
   touch "$S/ns/$n.mnt" "$S/ns/$n.uts"
   local binds="" b
@@ -60,12 +60,13 @@ node_ovs() {
     --pidfile=/run/openvswitch/ovsdb-server.pid --log-file="$S/logs/$n-ovsdb-server.ovs.log"
   poll "$n ovsdb-server" 10 test -S "$nd/root/run/openvswitch/db.sock"
   in_node "$n" ovs-vsctl --no-wait init
+  mode_hook node_ovsdb "$i"
   node_vswitchd "$i"
   in_node "$n" bash -ec "
-    ovs-vsctl --timeout=10 -- add-br br-phy -- set Bridge br-phy datapath_type=netdev \
-      other_config:hwaddr=$(ip_mac "$ip") -- add-port br-phy eth0
-    ip addr add $ip/24 dev br-phy
-    ip link set br-phy up"
+    ovs-vsctl --timeout=10 -- add-br $PHY_BR -- set Bridge $PHY_BR datapath_type=netdev \
+      other_config:hwaddr=$(ip_mac "$ip") -- add-port $PHY_BR eth0
+    ip addr add $ip/24 dev $PHY_BR
+    ip link set $PHY_BR up"
   mode_hook node_ovs "$i"
 }
 
@@ -90,7 +91,7 @@ node_tnl_neigh() {
   done
   # shellcheck disable=SC2016 # expanded by the loop's own shell
   start "$n-tnl-neigh" "$n" bash -c 'while :; do set -- '"$peers"'
-      while [ $# -ge 2 ]; do ovs-appctl tnl/neigh/set br-phy "$1" "$2" >/dev/null; shift 2; done
+      while [ $# -ge 2 ]; do ovs-appctl tnl/neigh/set '"$PHY_BR"' "$1" "$2" >/dev/null; shift 2; done
       sleep 60; done'
 }
 

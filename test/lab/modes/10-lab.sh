@@ -11,7 +11,8 @@
 #   daemons                 the host's daemons of the mode (lab.sh status, healthy)
 #   node_daemons NODE       NODE's daemons, in the order status lists them
 #   ovs                     the nodes run another Open vSwitch than the host's: put its
-#                           commands first on PATH, set OVS_SCHEMA (every lab.sh command)
+#                           commands first on PATH, set OVS_SCHEMA, and PHY_BR where the
+#                           underlay bridge is not br-phy (every lab.sh command)
 #   build                   after build: the mode's own binaries
 #   resume                  lab.sh up on a healthy lab, before the images are refreshed
 #   refresh                 lab.sh up on a healthy lab, after: restart what was rebuilt
@@ -21,7 +22,8 @@
 #   central                 after the control plane, before the nodes
 #   node_binds              extra paths a node gets private copies of
 #   node_mounts NODE_DIR    extra mount commands run in a node's new mount namespace
-#   node_ovs I              node I's OVS beyond br-phy
+#   node_ovsdb I            node I's OVS database before its ovs-vswitchd starts
+#   node_ovs I              node I's OVS beyond the underlay bridge (PHY_BR)
 #   cni_conf I              write node I's CNI configuration
 #   node_up I               after containerd and the images, before the kubelet
 #   cluster                 once the API server serves and the controllers run
