@@ -29,6 +29,10 @@
 #   antrea  the real Antrea v2.3.2 (modes/30-antrea.sh), built from the fixtures'
 #        source: antrea-controller on the host, antrea-agent per node, and
 #        antrea-cni as the nodes' CNI.
+#   ovnk the genuine OVN-Kubernetes (modes/40-ovnk.sh), built from the fixtures'
+#        source: its cluster manager on the host; per node its own zone (NB, SB,
+#        ovn-northd, ovn-controller of OVN 26.03), ovnkube and its CNI shim, on
+#        the fixture's OVS 4.0 with breth0 as the gateway bridge.
 # Every process the lab starts joins the cgroup "tflab" (pids and
 # freezer hierarchies) and every pod lands under the kubelets' cgroupRoot
 # tflab/NODE, so teardown finds all of them there, even after a crash.
@@ -375,7 +379,11 @@ case "${1:-}" in
     done
     # shellcheck disable=SC2206 # the globs are meant to expand
     for g in "${globs[@]}" '*ovs-vswitchd.ovs.log'; do logs+=("$d"/$g); done
+    declare -A seen=()
     for f in "${logs[@]}"; do
+      # Two modes' globs may match one log (ovn's *ovn*.log, ovnk's).
+      [ -z "${seen[$f]:-}" ] || continue
+      seen[$f]=1
       lines=$(grep -aE '^E[0-9]{4} |\|ERR\|' "$f" | tail -n 15) || true
       [ -z "$lines" ] || printf '==== %s\n%s\n' "$f" "$lines"
     done ;;
