@@ -119,6 +119,7 @@ test: ## everything CI runs: lint, unit, fuzz (3s a target), integration (OVS), 
 	@hack/timed.sh "integration (OVS, OVN)" $(MAKE) --no-print-directory test-integration
 	@hack/timed.sh "Kubernetes build (cached after the first)" test/lab/build-k8s.sh
 	@hack/timed.sh "Antrea build (cached after the first)" test/lab/build-antrea.sh
+	@hack/timed.sh "OVN-Kubernetes build and OVS/OVN root (cached after the first)" bash -c 'test/lab/build-ovnk.sh && test/lab/build-ovs-root.sh'
 	@hack/timed.sh "e2e, every mode" $(MAKE) --no-print-directory test-e2e
 	@hack/timed.sh "release and krew" $(MAKE) --no-print-directory krew
 

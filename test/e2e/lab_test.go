@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -69,6 +70,7 @@ func TestTwoReadyNodes(t *testing.T) {
 	for _, n := range l.Items {
 		got[n.Name] = n
 	}
+	subnets := map[netip.Prefix]string{}
 	for _, want := range labNodes {
 		n, ok := got[want.name]
 		if !ok {
@@ -83,13 +85,20 @@ func TestTwoReadyNodes(t *testing.T) {
 			t.Errorf("node %s is not Ready", want.name)
 		}
 		// Lab mode gives the Node its pod CIDR; OVN mode, as OVN-Kubernetes,
-		// the annotation its controller allocates node subnets from.
+		// the annotation its controller allocates node subnets from; the
+		// genuine OVN-Kubernetes chooses them itself (nodeSubnet).
 		cidr := n.Spec.PodCIDR
 		if a := modeRow(labMode()).subnetAnnotation; a != "" {
 			cidr = n.Annotations[a]
 			want.podCIDR = `{"default":["` + want.podCIDR + `"]}`
 		}
-		if cidr != want.podCIDR {
+		if modeRow(labMode()).allocatesSubnets {
+			s, err := annotatedSubnet(n)
+			if err != nil || s.Bits() != 24 || !podRange.Contains(s.Addr()) || subnets[s] != "" {
+				t.Errorf("node %s subnet %q (%v): want a /24 of %s no other node has (%v)", want.name, cidr, err, podRange, subnets)
+			}
+			subnets[s] = want.name
+		} else if cidr != want.podCIDR {
 			t.Errorf("node %s pod CIDR %q, want %q", want.name, cidr, want.podCIDR)
 		}
 		ipOK := false
@@ -145,4 +154,39 @@ func TestWatchWithoutResourceVersionStaysOpen(t *testing.T) {
 	if strings.Contains(out, `"ERROR"`) {
 		t.Errorf("the watch reported an error: %s", out)
 	}
+}
+
+// podRange is the lab's pod network (lab.sh's POD_RANGE).
+var podRange = netip.MustParsePrefix("10.244.0.0/16")
+
+// annotatedSubnet is the subnet in a Node's k8s.ovn.org/node-subnets
+// annotation ({"default":["CIDR"]}).
+func annotatedSubnet(n corev1.Node) (netip.Prefix, error) {
+	var v map[string][]string
+	a := n.Annotations[modeRow(labMode()).subnetAnnotation]
+	if err := json.Unmarshal([]byte(a), &v); err != nil {
+		return netip.Prefix{}, err
+	}
+	if len(v["default"]) != 1 {
+		return netip.Prefix{}, fmt.Errorf("want one default subnet, have %q", a)
+	}
+	return netip.ParsePrefix(v["default"][0])
+}
+
+// nodeSubnet is node i's (labNodes) pod subnet: the lab's numbering, or in a
+// mode that allocatesSubnets, the one its controller chose.
+func nodeSubnet(t testing.TB, i int) netip.Prefix {
+	t.Helper()
+	if !modeRow(labMode()).allocatesSubnets {
+		return netip.MustParsePrefix(labNodes[i].podCIDR)
+	}
+	var n corev1.Node
+	if err := json.Unmarshal([]byte(mustKubectl(t, "get", "node", labNodes[i].name, "-o", "json")), &n); err != nil {
+		t.Fatal(err)
+	}
+	s, err := annotatedSubnet(n)
+	if err != nil {
+		t.Fatalf("node %s: %v", labNodes[i].name, err)
+	}
+	return s
 }

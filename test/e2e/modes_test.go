@@ -26,6 +26,8 @@ const (
 	modeOVN = "ovn"
 	// modeAntrea is the real Antrea v2.3.2 (issue 12).
 	modeAntrea = "antrea"
+	// modeOVNK is the genuine OVN-Kubernetes (issue 22).
+	modeOVNK = "ovnk"
 )
 
 // labModeRow is one row of labModes: a lab mode and what the suite needs to
@@ -46,6 +48,10 @@ type labModeRow struct {
 	// {"default":[CIDR]}, where the mode keeps it there and not in
 	// spec.podCIDR.
 	subnetAnnotation string
+	// allocatesSubnets: the mode's controller gives each node a subnet of
+	// the pod range in its own order (the order the nodes registered), not
+	// node N 10.244.N.0/24: tests read it (nodeSubnet).
+	allocatesSubnets bool
 }
 
 // labModes is the one table of the lab's modes (TFLAB_CNI): one row per
@@ -63,6 +69,10 @@ var labModes = []labModeRow{
 	// Antrea's own build, from the fixtures' source tarball (a missing one
 	// fails there); its hairpin SNAT is to the gateway.
 	{name: modeAntrea, prebuild: "build-antrea.sh", prebuilds: "Antrea", hairpinSrc: "10.244.1.1"},
+	// The genuine OVN-Kubernetes, built from the fixture's source: the same
+	// hairpin masquerade address and management port as OVN mode mimics,
+	// and the subnet its cluster manager allocates.
+	{name: modeOVNK, prebuild: "build-ovnk.sh", prebuilds: "OVN-Kubernetes", hairpinSrc: "169.254.169.5", subnetAnnotation: "k8s.ovn.org/node-subnets", allocatesSubnets: true},
 }
 
 // modeRow is labModes' row for mode (the zero row for a mode it lacks).

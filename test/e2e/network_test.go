@@ -58,7 +58,7 @@ func TestPodsGetIPsOnBothNodes(t *testing.T) {
 			t.Errorf("pod %s has no IP: %q", name, p.Status.PodIP)
 			continue
 		}
-		cidr := netip.MustParsePrefix(labNodes[i].podCIDR)
+		cidr := nodeSubnet(t, i)
 		if p.Spec.NodeName != labNodes[i].name || !cidr.Contains(ip) || p.Status.HostIP != labNodes[i].ip {
 			t.Errorf("pod %s: node %s IP %s hostIP %s; want node %s, IP in %s, hostIP %s",
 				name, p.Spec.NodeName, ip, p.Status.HostIP, labNodes[i].name, cidr, labNodes[i].ip)
