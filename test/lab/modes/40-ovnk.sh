@@ -138,10 +138,8 @@ mode_ovnk_node_daemons() {
   echo "$1-ovsdb-server $1-ovs-vswitchd $1-ovn-nb-ovsdb $1-ovn-sb-ovsdb $1-ovn-northd $1-ovn-controller $1-tnl-neigh $1-containerd $1-kubelet $1-ovnkube"
 }
 mode_ovnk_logs() { echo '*ovnk-cluster-manager.log *ovnkube.log *ovn-cni.log *ovn-northd.ovs.log *ovn-controller.ovs.log'; }
-mode_ovnk_cni_bins() {
-  [ -n "${OVNK_BIN:-}" ] || ovnk_build
-  cp "$OVNK_BIN/ovn-k8s-cni-overlay" "$S/cni-bin/"
-}
+# up runs the build hook (ovnk_build, which sets OVNK_BIN) before this one.
+mode_ovnk_cni_bins() { cp "$OVNK_BIN/ovn-k8s-cni-overlay" "$S/cni-bin/"; }
 mode_ovnk_node_binds() { echo /run/ovn /run/ovn-kubernetes; }
 mode_ovnk_node_ovsdb() { ovnk_ovsdb "$1"; }
 mode_ovnk_node_ovs() { ovnk_node "$1"; }
