@@ -29,12 +29,22 @@ type Name struct {
 	// Object is the Kubernetes object behind the northbound row, from its
 	// external_ids ("NetworkPolicy demo/deny-web", "Service demo/web").
 	Object string
-	// NetworkPolicy is "namespace/name" where the row names a
-	// NetworkPolicy.
+	// NetworkPolicy is the policy an ACL belongs to, as Antrea's
+	// Traceflow names one: "namespace/name" for a NetworkPolicy,
+	// "AdminNetworkPolicy:name", "BaselineAdminNetworkPolicy:name",
+	// "EgressFirewall:namespace/default"; empty for a namespace's default
+	// deny, which belongs to no one policy.
 	NetworkPolicy string
+	// Rule is the policy's rule the ACL carries out ("ingress rule 0",
+	// "egress rule 1, priority 10" for an AdminNetworkPolicy, "rule 2" for
+	// an EgressFirewall), from the index OVN-Kubernetes records; empty
+	// where it records none.
+	Rule string
 	// Direction is an ACL's, from-lport (the pod's egress) or to-lport
 	// (the pod's ingress).
 	Direction string
+	// ACLAction is an ACL's action (allow-related, drop, reject, pass).
+	ACLAction string
 }
 
 // Where is the hop's name for a reader: the stage and the datapath.
@@ -100,11 +110,12 @@ func Index(db DB) *Names {
 		if hint := lf.ExternalIDs["stage-hint"]; hint != "" {
 			if a, ok := acls[hint]; ok {
 				base.NBRow = fmt.Sprintf("ACL %s: %s, priority=%d, match=(%s), action=%s", a.UUID[:8], a.Direction, a.Priority, a.Match, a.Action)
-				base.Direction = a.Direction
-				base.Object, base.NetworkPolicy = k8sObject(a.ExternalIDs)
+				base.Direction, base.ACLAction = a.Direction, a.Action
+				p := policyOf(a)
+				base.Object, base.NetworkPolicy, base.Rule = p.object, p.ref, p.rule
 			} else if l, ok := lbs[hint]; ok {
 				base.NBRow = fmt.Sprintf("Load_Balancer %s %s", l.UUID[:8], l.Name)
-				base.Object, _ = k8sObject(l.ExternalIDs)
+				base.Object = ownedBy(l.ExternalIDs)
 			}
 		}
 		if len(dpIDs) == 0 {
@@ -195,26 +206,15 @@ func datapathName(d DatapathBinding) string {
 	return ""
 }
 
-// k8sObject reads the Kubernetes object OVN-Kubernetes recorded on a
-// northbound row (k8s.ovn.org/owner-type and k8s.ovn.org/name), and the
-// NetworkPolicy as namespace/name where the owner is one (OVN-Kubernetes
-// writes NAMESPACE:NAME).
-func k8sObject(ids map[string]string) (object, policy string) {
-	kind, name := ids["k8s.ovn.org/owner-type"], ids["k8s.ovn.org/name"]
+// ownedBy is the Kubernetes object OVN-Kubernetes recorded on a
+// northbound row (k8s.ovn.org/owner-type and k8s.ovn.org/name), as
+// "KIND NAME"; empty where it recorded none.
+func ownedBy(ids map[string]string) string {
+	kind, name := ids[keyOwnerType], ids[keyName]
 	if kind == "" || name == "" {
-		return "", ""
+		return ""
 	}
-	switch kind {
-	case "NetworkPolicy":
-		ns, pol, ok := strings.Cut(name, ":")
-		if ok {
-			policy = ns + "/" + pol
-			return "NetworkPolicy " + policy, policy
-		}
-	case "NetpolNamespace":
-		return "the default deny of namespace " + name + "'s NetworkPolicies", ""
-	}
-	return kind + " " + name, ""
+	return kind + " " + name
 }
 
 // ComponentOf maps an OVN stage to Antrea's component: ACL stages to

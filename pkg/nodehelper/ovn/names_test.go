@@ -85,3 +85,46 @@ func FuzzIndexLookup(f *testing.F) {
 		_, _ = n.Lookup(cookie, match)
 	})
 }
+
+// The ACLs OVN-Kubernetes writes name their policy in external_ids, each
+// kind with its own keys (its libovsdb ops' object ID types).
+func TestPolicyOf(t *testing.T) {
+	owner := func(kind, name string, kv ...string) map[string]string {
+		m := map[string]string{"k8s.ovn.org/owner-controller": "default-network-controller", "k8s.ovn.org/owner-type": kind, "k8s.ovn.org/name": name}
+		for i := 0; i+1 < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return m
+	}
+	for _, c := range []struct {
+		name   string
+		acl    ACL
+		object string
+		ref    string
+		rule   string
+	}{
+		{"NetworkPolicy rule", ACL{Priority: 1001, ExternalIDs: owner("NetworkPolicy", "demo:web", "direction", "Ingress", "gress-index", "0", "port-policy-protocol", "TCP", "ip-block-index", "-1")},
+			"NetworkPolicy demo/web", "demo/web", "ingress rule 0"},
+		{"namespace default deny", ACL{Priority: 1000, Action: "drop", ExternalIDs: owner("NetpolNamespace", "demo", "direction", "Egress", "type", "defaultDeny")},
+			"the egress default deny of namespace demo's NetworkPolicies", "", ""},
+		{"namespace ARP allow", ACL{Priority: 1001, ExternalIDs: owner("NetpolNamespace", "demo", "direction", "Ingress", "type", "arpAllow")},
+			"the ingress default deny (arpAllow) of namespace demo's NetworkPolicies", "", ""},
+		// ANP of priority 7: ACL priorities 29300 down, rule i at 29300-i.
+		{"AdminNetworkPolicy", ACL{Priority: 29299, Action: "drop", ExternalIDs: owner("AdminNetworkPolicy", "deny-b", "direction", "Egress", "gress-index", "1", "port-policy-protocol", "None")},
+			"AdminNetworkPolicy deny-b", "AdminNetworkPolicy:deny-b", "egress rule 1, priority 7"},
+		{"AdminNetworkPolicy priority 99", ACL{Priority: 20100, ExternalIDs: owner("AdminNetworkPolicy", "last", "direction", "Ingress", "gress-index", "0")},
+			"AdminNetworkPolicy last", "AdminNetworkPolicy:last", "ingress rule 0, priority 99"},
+		{"BaselineAdminNetworkPolicy", ACL{Priority: 1749, Action: "drop", ExternalIDs: owner("BaselineAdminNetworkPolicy", "default", "direction", "Ingress", "gress-index", "1")},
+			"BaselineAdminNetworkPolicy default", "BaselineAdminNetworkPolicy:default", "ingress rule 1"},
+		{"EgressFirewall", ACL{Priority: 9999, Action: "drop", ExternalIDs: owner("EgressFirewall", "demo", "rule-index", "1")},
+			"EgressFirewall demo/default", "EgressFirewall:demo/default", "rule 1"},
+		{"an owner not known", ACL{ExternalIDs: owner("MulticastCluster", "x", "type", "DefaultDeny")}, "MulticastCluster x", "", ""},
+		{"a NetworkPolicy name without a namespace", ACL{ExternalIDs: owner("NetworkPolicy", "web")}, "NetworkPolicy web", "", ""},
+		{"no owner", ACL{ExternalIDs: map[string]string{"name": "x"}}, "", "", ""},
+	} {
+		p := policyOf(c.acl)
+		if p.object != c.object || p.ref != c.ref || p.rule != c.rule {
+			t.Errorf("%s: policyOf = %+v, want object %q ref %q rule %q", c.name, p, c.object, c.ref, c.rule)
+		}
+	}
+}

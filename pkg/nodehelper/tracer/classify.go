@@ -189,7 +189,7 @@ func Observation(h ofproto.Hop, v Verdict, names Namer) report.Observation {
 		Action:        v.Action,
 	}
 	if hn.OVN != nil && hn.OVN.NetworkPolicy != "" && o.Component == report.ComponentNetworkPolicy {
-		o.NetworkPolicy = hn.OVN.NetworkPolicy
+		o.NetworkPolicy, o.NetworkPolicyRule = hn.OVN.NetworkPolicy, hn.OVN.Rule
 	}
 	switch v.Action {
 	case report.ActionDelivered:

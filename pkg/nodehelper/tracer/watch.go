@@ -156,7 +156,7 @@ func (w *watcher) observed(ctx context.Context, pin openflow.PacketIn, hop, cand
 	}
 	h := p.t.Hops[i]
 	v := w.hopVerdict(i, pin)
-	o := Observation(h, v, s.names)
+	o := decidingACL(Observation(h, v, s.names), p.t, i, s.names)
 	if v.Action == report.ActionDelivered {
 		if sum, err := probe.Decode(pin.Packet); err == nil {
 			o.DstMAC = sum.DstMAC.String()
@@ -196,7 +196,7 @@ func (w *watcher) conclude(ctx context.Context) (Outcome, error) {
 	if w.last < w.final {
 		// The hop that decides could not be watched: report OVS's verdict,
 		// marked as inferred.
-		o := Observation(p.t.Hops[w.final], w.verdict, s.names)
+		o := decidingACL(Observation(p.t.Hops[w.final], w.verdict, s.names), p.t, w.final, s.names)
 		o.Inferred = true
 		hr := HopReport(w.final, p.t.Hops[w.final], s.names, false)
 		if err := w.emit(ctx, o, &hr); err != nil {

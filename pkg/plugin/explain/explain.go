@@ -11,6 +11,7 @@ package explain
 import (
 	"context"
 	"net/netip"
+	"reflect"
 	"strings"
 	"time"
 
@@ -37,11 +38,22 @@ type Explainer struct {
 	kube        kubernetes.Interface
 	source, dst resolve.Endpoint
 	probe       policy.Probe
+	// get reads a policy the dataplane names a rule of by its index; nil
+	// where the client cannot make raw requests.
+	get getObject
 }
 
 // New is the Explainer of the trace res resolved.
 func New(kube kubernetes.Interface, res *resolve.Result) *Explainer {
-	return &Explainer{kube: kube, source: res.Source, dst: res.Destination, probe: probeOf(res)}
+	e := &Explainer{kube: kube, source: res.Source, dst: res.Destination, probe: probeOf(res)}
+	if d := kube.Discovery(); d != nil {
+		if rc := d.RESTClient(); rc != nil && !reflect.ValueOf(rc).IsNil() {
+			e.get = func(ctx context.Context, path string) ([]byte, error) {
+				return rc.Get().AbsPath(path).DoRaw(ctx)
+			}
+		}
+	}
+	return e
 }
 
 // ExplainDrop returns o with the policies that dropped the probe and why,
@@ -50,6 +62,9 @@ func New(kube kubernetes.Interface, res *resolve.Result) *Explainer {
 // trace's hops before o, in path order: a Service's load-balancing hop
 // among them says which endpoint the probe really went to.
 func (e *Explainer) ExplainDrop(ctx context.Context, hops []outcome.TimedHop, o report.Observation) report.Observation {
+	if o.NetworkPolicy != "" && o.Component == report.ComponentNetworkPolicy {
+		return e.nameRule(ctx, o)
+	}
 	// Kubernetes NetworkPolicies only allow: what they isolate is dropped,
 	// never rejected, and a named drop is another kind of policy's.
 	if o.Component != report.ComponentNetworkPolicy || o.NetworkPolicy != "" || o.Action.Normalize() != report.ActionDropped {

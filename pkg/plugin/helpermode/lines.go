@@ -61,16 +61,17 @@ func (m *machine) onLine(ev evLine) *ending {
 
 // hopOf is the hop an observation line reports. A rule of an
 // Antrea-native policy is known on the node by its conjunction id only: its
-// policy is unknown, and says why. explain says whether a Kubernetes
-// NetworkPolicy's isolation may have dropped it, which only the API can say
-// (the loop asks the Explainer before the line reaches the machine).
+// policy is unknown, and says why. explain says whether the API may say
+// more of a drop: which Kubernetes NetworkPolicy's isolation dropped it,
+// or the name of a rule the helper knows by its index only (the loop asks
+// the Explainer before the line reaches the machine).
 func (m *machine) hopOf(h *helper, l report.Line) (hop outcome.Hop, explain bool) {
 	hop = hopFrom(h.node, h.role, l)
 	if o, named := outcome.NameAntreaRule(m.hops, hop); named {
 		hop.Observation = o
 		return hop, false
 	}
-	return hop, hop.Observation.Action == report.ActionDropped && hop.Observation.NetworkPolicy == ""
+	return hop, hop.Observation.Action == report.ActionDropped
 }
 
 // observation is the helper and hop of an observation line the machine
