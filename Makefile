@@ -110,6 +110,10 @@ bench-e2e: build ## time to verdict in the lab (helper mode, median of 10) next 
 compare-engines: build ## the lab's Antrea mode: each case traced by Antrea's agents and by the helper, hop lists side by side, with real traffic (a report, not a test)
 	TFLAB_CNI=antrea TRACEFLOW_KEEP_LAB=$${TRACEFLOW_KEEP_LAB:-1} go test -tags e2e -run '^$$' -bench CompareEngines -benchtime 1x -timeout 30m ./test/e2e
 
+.PHONY: compare-ovn
+compare-ovn: build ## the lab's ovnk mode (the genuine OVN-Kubernetes): each case traced by the helper and simulated by ovn-trace on each node, logical flows side by side, with real traffic (a report, not a test)
+	TFLAB_CNI=ovnk TRACEFLOW_KEEP_LAB=$${TRACEFLOW_KEEP_LAB:-1} go test -tags e2e -run '^$$' -bench CompareOVN -benchtime 1x -timeout 30m ./test/e2e
+
 .PHONY: test
 test: ## everything CI runs: lint, unit, fuzz (3s a target), integration (OVS), e2e (every lab mode), release and krew checks, each timed
 	@hack/timed.sh "deps" $(MAKE) --no-print-directory deps

@@ -52,6 +52,10 @@ type labModeRow struct {
 	// the pod range in its own order (the order the nodes registered), not
 	// node N 10.244.N.0/24: tests read it (nodeSubnet).
 	allocatesSubnets bool
+	// interconnect: OVN-Kubernetes' interconnect layout, each node a zone
+	// of its own, reached from the others through the transit switch
+	// transit_switch.
+	interconnect bool
 }
 
 // labModes is the one table of the lab's modes (TFLAB_CNI): one row per
@@ -73,7 +77,7 @@ var labModes = []labModeRow{
 	// hairpin masquerade address OVN mode mimics, and the subnets its
 	// cluster manager allocates. No test of the node's own source address
 	// holds here yet (its management port is .2 of a subnet it chose).
-	{name: modeOVNK, prebuild: "build-ovnk.sh", prebuilds: "OVN-Kubernetes", hairpinSrc: "169.254.169.5", subnetAnnotation: "k8s.ovn.org/node-subnets", allocatesSubnets: true},
+	{name: modeOVNK, prebuild: "build-ovnk.sh", prebuilds: "OVN-Kubernetes", hairpinSrc: "169.254.169.5", subnetAnnotation: "k8s.ovn.org/node-subnets", allocatesSubnets: true, interconnect: true},
 }
 
 // modeRow is labModes' row for mode (the zero row for a mode it lacks).
@@ -162,13 +166,15 @@ var holdsIn = map[string][]string{
 	"TestOVNChassisAndFlows":         ovnOnly,
 	"TestOVNPolicyDropSeenByDetrace": ovnOnly,
 	// Helper-mode traces in OVN's words (issue 13).
-	"TestTraceOVNAcrossNodesNamed": ovnOnly,
-	"TestTraceOVNSameNodeNamed":    ovnOnly,
-	"TestTraceOVNPolicyDrops":      ovnOnly,
-	"TestTraceOVNServiceBothNodes": ovnOnly,
-	"TestTraceOVNNoRoute":          ovnOnly,
-	"TestTraceOVNUndisturbed":      ovnOnly,
-	"TestTraceOVNWithoutDatabases": ovnOnly,
+	"TestTraceOVNAcrossNodesNamed": ovnModes,
+	"TestTraceOVNSameNodeNamed":    ovnModes,
+	"TestTraceOVNPolicyDrops":      ovnModes,
+	"TestTraceOVNServiceBothNodes": ovnModes,
+	"TestTraceOVNNoRoute":          ovnModes,
+	"TestTraceOVNUndisturbed":      ovnModes,
+	"TestTraceOVNWithoutDatabases": ovnModes,
+	// The genuine OVN-Kubernetes' policy kinds (issue 22).
+	"TestOVNKPoliciesNamed": ovnkOnly,
 	// The lab's own pipeline.
 	"TestTableNamesInTableFeatures": labOnly,
 	// Traces.

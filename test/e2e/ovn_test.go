@@ -21,6 +21,10 @@ const (
 // ovnOnly: tests of the lab's OVN mode itself.
 var ovnOnly = []string{modeOVN}
 
+// ovnModes: both OVN modes, the lab's own OVN-Kubernetes imitation and the
+// genuine one; helper traces in OVN's words hold in both.
+var ovnModes = []string{modeOVN, modeOVNK}
+
 // Done-when 1 (issue 11): both chassis registered with Geneve encaps, and
 // br-int on each node carries OVN's flows only: at least 300 of them, every
 // nonzero cookie the first 32 bits of a southbound row's UUID (OVN's own

@@ -26,6 +26,17 @@ func observations(t testing.TB, r traceRun, node string) []report.Observation {
 	return r.result(t, node).Observations
 }
 
+// hasHopOn reports whether one of hops is named on datapath, as OVN's
+// words name a hop: "STAGE (DATAPATH)".
+func hasHopOn(hops []report.TableHop, datapath string) bool {
+	for _, h := range hops {
+		if strings.HasSuffix(h.ComponentInfo, "("+datapath+")") {
+			return true
+		}
+	}
+	return false
+}
+
 // hasHop reports whether one of obs is named stage (a prefix) on datapath,
 // with component c, as OVN's words name it: "STAGE (DATAPATH)".
 func hasHop(obs []report.Observation, stagePrefix, datapath string, c report.Component) bool {
@@ -72,6 +83,11 @@ func TestTraceOVNAcrossNodesNamed(t *testing.T) {
 			!hasHop(sender, "lr_in_ip_routing", "ovn_cluster_router", report.ComponentRouting) {
 			t.Errorf("the sender's hops are not named by the source switch's stages and the router's routing stage: %+v", sender)
 		}
+		// Interconnect: the other node's zone is reached through the
+		// transit switch, whose port to it is the tunnel.
+		if modeRow(labMode()).interconnect && !hasHopOn(r.result(t, labNodes[0].name).TableHops, "transit_switch") {
+			t.Errorf("the sender's table hops do not pass the transit switch: %+v", r.result(t, labNodes[0].name).TableHops)
+		}
 		recv := observations(t, r, labNodes[1].name)
 		if len(recv) < 2 || recv[0].Action != report.ActionReceived || recv[len(recv)-1].Action != report.ActionDelivered ||
 			recv[len(recv)-1].Pod != f.ns+"/b" {
@@ -106,7 +122,8 @@ func TestTraceOVNSameNodeNamed(t *testing.T) {
 	})
 }
 
-// Done-when 2: an ingress policy drops on the receiving node at ls_out_acl,
+// Done-when 2: an ingress policy drops on the receiving node at ls_out_acl
+// (ls_out_acl_action from OVN 23.06 on, where ls_out_acl_eval holds the ACLs),
 // and an egress policy on the sending node at ls_in_acl_after_lb (egress
 // ACLs apply after the load balancer, as OVN-Kubernetes writes them); both
 // name the NetworkPolicy.
@@ -116,8 +133,8 @@ func TestTraceOVNPolicyDrops(t *testing.T) {
 		r, _ := traceAndTraffic(t, probe{f.ns, "a", "tcp", f.pods["locked"].Status.PodIP, 80}, "", "-n", f.ns, "a", "locked", "--tcp", "80")
 		drop := last(r.result(t, labNodes[1].name))
 		if drop.Action != report.ActionDropped || drop.Component != report.ComponentNetworkPolicy ||
-			!strings.HasPrefix(drop.ComponentInfo, "ls_out_acl ") || drop.NetworkPolicy != f.ns+"/deny-locked" {
-			t.Errorf("receiver's last observation %+v, want a NetworkPolicy drop at ls_out_acl naming %s/deny-locked", drop, f.ns)
+			!strings.HasPrefix(drop.ComponentInfo, "ls_out_acl") || drop.NetworkPolicy != f.ns+"/deny-locked" {
+			t.Errorf("receiver's last observation %+v, want a NetworkPolicy drop at ls_out_acl* naming %s/deny-locked", drop, f.ns)
 		}
 		assertNothingLeft(t)
 	})
@@ -130,8 +147,8 @@ func TestTraceOVNPolicyDrops(t *testing.T) {
 		r, _ := traceAndTraffic(t, p, "", "-n", ns, "out", f.ns+"/b", "--tcp", "80")
 		drop := last(r.result(t, labNodes[0].name))
 		if drop.Action != report.ActionDropped || drop.Component != report.ComponentNetworkPolicy ||
-			!strings.HasPrefix(drop.ComponentInfo, "ls_in_acl_after_lb ") || drop.NetworkPolicy != ns+"/no-egress" {
-			t.Errorf("sender's last observation %+v, want a NetworkPolicy drop at ls_in_acl_after_lb naming %s/no-egress", drop, ns)
+			!strings.HasPrefix(drop.ComponentInfo, "ls_in_acl_after_lb") || drop.NetworkPolicy != ns+"/no-egress" {
+			t.Errorf("sender's last observation %+v, want a NetworkPolicy drop at ls_in_acl_after_lb* naming %s/no-egress", drop, ns)
 		}
 		assertNothingLeft(t)
 	})
