@@ -207,14 +207,17 @@ func datapathName(d DatapathBinding) string {
 }
 
 // ownedBy is the Kubernetes object OVN-Kubernetes recorded on a
-// northbound row (k8s.ovn.org/owner-type and k8s.ovn.org/name), as
-// "KIND NAME"; empty where it recorded none.
+// northbound row, as "KIND NAME": k8s.ovn.org/owner-type and
+// k8s.ovn.org/name on the rows its libovsdb ops own (ACLs, port groups),
+// k8s.ovn.org/kind and k8s.ovn.org/owner on a Service's load balancer
+// ("Service", "NAMESPACE/NAME"); empty where it recorded neither.
 func ownedBy(ids map[string]string) string {
-	kind, name := ids[keyOwnerType], ids[keyName]
-	if kind == "" || name == "" {
-		return ""
+	for _, k := range [][2]string{{keyOwnerType, keyName}, {keyLBKind, keyLBOwner}} {
+		if kind, name := ids[k[0]], ids[k[1]]; kind != "" && name != "" {
+			return kind + " " + name
+		}
 	}
-	return kind + " " + name
+	return ""
 }
 
 // ComponentOf maps an OVN stage to Antrea's component: ACL stages to

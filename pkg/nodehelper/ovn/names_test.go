@@ -128,3 +128,22 @@ func TestPolicyOf(t *testing.T) {
 		}
 	}
 }
+
+// A Service's load balancer is owned by k8s.ovn.org/kind and
+// k8s.ovn.org/owner; the rows of OVN-Kubernetes' libovsdb ops by
+// k8s.ovn.org/owner-type and k8s.ovn.org/name.
+func TestOwnedBy(t *testing.T) {
+	for _, c := range []struct {
+		ids  map[string]string
+		want string
+	}{
+		{map[string]string{"k8s.ovn.org/kind": "Service", "k8s.ovn.org/owner": "demo/web"}, "Service demo/web"},
+		{map[string]string{"k8s.ovn.org/owner-type": "Service", "k8s.ovn.org/name": "demo/web"}, "Service demo/web"},
+		{map[string]string{"k8s.ovn.org/kind": "Service"}, ""},
+		{nil, ""},
+	} {
+		if got := ownedBy(c.ids); got != c.want {
+			t.Errorf("ownedBy(%v) = %q, want %q", c.ids, got, c.want)
+		}
+	}
+}

@@ -15,6 +15,8 @@ const (
 	keyGressIdx  = "gress-index"
 	keyRuleIdx   = "rule-index"
 	keyType      = "type"
+	keyLBKind    = "k8s.ovn.org/kind"
+	keyLBOwner   = "k8s.ovn.org/owner"
 )
 
 // anpFirstPriority is the ACL priority of an AdminNetworkPolicy of
