@@ -76,6 +76,8 @@ var (
 	tunnelRE  = regexp.MustCompile(`-> tunneling to (\S+) via`)
 	bridgeRE  = regexp.MustCompile(`^bridge\("(.*)"\)\s*$`)
 	inPortRE  = regexp.MustCompile(`(?:^|,)in_port=([^,\s]+)`)
+	// "recirc(0x1b69) - resume conntrack with default ct_state=trk|new"
+	resumeRE = regexp.MustCompile(`^recirc\((0x[0-9a-f]+)\) - `)
 )
 
 // section is a bridge("...") section being read. OVS indents what a flow
@@ -102,7 +104,7 @@ type openHop struct {
 // understand is kept in Text and otherwise ignored.
 func Parse(text, bridge string) Trace {
 	t := Trace{Bridge: bridge, Text: text}
-	p := parser{t: &t, bridge: bridge}
+	p := parser{t: &t, bridge: bridge, resumed: map[string]bool{}}
 	sc := bufio.NewScanner(strings.NewReader(text))
 	sc.Buffer(make([]byte, 64*1024), 4*1024*1024)
 	for sc.Scan() {
@@ -119,6 +121,15 @@ type parser struct {
 	seenFlow bool
 	inPort   string
 	sections []*section
+	// resumed are the recirculations already followed. A datapath action
+	// list can hold one recirculation twice (both branches of
+	// check_pkt_len, OVN's test of a packet against the MTU, end in the
+	// same recirc), and OVS's trace then follows it twice; a recirc id
+	// names one frozen state, so the second is the first again, word for
+	// word, and the packet takes it once: it is skipped.
+	resumed map[string]bool
+	// skipping is true while in a recirculation already followed.
+	skipping bool
 }
 
 func (p *parser) line(line string) {
@@ -127,6 +138,17 @@ func (p *parser) line(line string) {
 		return
 	}
 	indent := len(line) - len(strings.TrimLeft(line, " "))
+	if indent == 0 {
+		if m := resumeRE.FindStringSubmatch(line); m != nil {
+			p.skipping = p.resumed[m[1]]
+			p.resumed[m[1]] = true
+			p.sections = nil
+			return
+		}
+	}
+	if p.skipping {
+		return
+	}
 	if indent == 0 {
 		switch {
 		case strings.HasPrefix(line, "Flow:"):

@@ -236,3 +236,38 @@ func TestParseController(t *testing.T) {
 		t.Error("output:3 is no controller action")
 	}
 }
+
+// Recorded on the lab's ovnk mode (OVN 26.03, OVS 4.0, 2026-12-02): a pod
+// to a Service whose endpoint is on the same node. The datapath actions of
+// the load-balanced pass end in check_pkt_len, both of whose branches
+// recirculate to the same id, and OVS's trace follows that recirculation
+// twice, word for word. The packet takes it once: the path holds it once,
+// and ends at its output to the endpoint.
+func TestParseRecirculationFollowedTwice(t *testing.T) {
+	text := load(t, "ovs-4.0/ovnk-lb-local-endpoint.txt")
+	if n := strings.Count(text, "recirc(0x1b69) - resume conntrack"); n != 2 {
+		t.Fatalf("the recording follows recirc 0x1b69 %d times, want 2", n)
+	}
+	tr := Parse(text, "br-int")
+	outputs, lastPass := 0, 0
+	for _, h := range tr.Hops {
+		for _, a := range h.Actions {
+			if a == "output:14" {
+				outputs++
+			}
+		}
+		lastPass = max(lastPass, h.Pass)
+	}
+	if outputs != 1 {
+		t.Errorf("%d hops output to the endpoint's port, want 1", outputs)
+	}
+	if last := tr.Hops[len(tr.Hops)-1]; last.Table != 65 || len(last.Actions) != 1 || last.Actions[0] != "output:14" {
+		t.Errorf("the path ends at table %d %v, want table 65 output:14", last.Table, last.Actions)
+	}
+	if tr.Passes != lastPass+1 {
+		t.Errorf("%d passes, the last hop's pass %d", tr.Passes, lastPass)
+	}
+	if !strings.HasSuffix(tr.DatapathActions, ",9") {
+		t.Errorf("datapath actions %q, want the last pass's (output to 9)", tr.DatapathActions)
+	}
+}
