@@ -28,7 +28,7 @@ func observations(t testing.TB, r traceRun, node string) []report.Observation {
 
 // hasHopOn reports whether one of hops is named on datapath, as OVN's
 // words name a hop: "STAGE (DATAPATH)".
-func hasHopOn(hops []report.TableHop, datapath string) bool {
+func hasHopOn(hops []report.Observation, datapath string) bool {
 	for _, h := range hops {
 		if strings.HasSuffix(h.ComponentInfo, "("+datapath+")") {
 			return true
@@ -85,8 +85,8 @@ func TestTraceOVNAcrossNodesNamed(t *testing.T) {
 		}
 		// Interconnect: the other node's zone is reached through the
 		// transit switch, whose port to it is the tunnel.
-		if modeRow(labMode()).interconnect && !hasHopOn(r.result(t, labNodes[0].name).TableHops, "transit_switch") {
-			t.Errorf("the sender's table hops do not pass the transit switch: %+v", r.result(t, labNodes[0].name).TableHops)
+		if modeRow(labMode()).interconnect && !hasHopOn(sender, "transit_switch") {
+			t.Errorf("the sender's hops do not pass the transit switch: %+v", sender)
 		}
 		recv := observations(t, r, labNodes[1].name)
 		if len(recv) < 2 || recv[0].Action != report.ActionReceived || recv[len(recv)-1].Action != report.ActionDelivered ||

@@ -86,10 +86,13 @@ spec:
 
 // Done-when 3: every kind of policy OVN-Kubernetes programs drops the
 // probe where real traffic is dropped, and the trace names the object and
-// the rule, on the node and in the stage that dropped it (a pod's ingress
-// in the destination switch's egress pipeline, ls_out_acl*, on the
-// destination's node; its egress in the source switch's ingress pipeline,
-// ls_in_acl*, on the source's node).
+// the rule, on the node and in the stage that dropped it: a pod's ingress
+// in the destination switch's egress pipeline (ls_out_acl*) on the
+// destination's node; its egress in the source switch's ingress pipeline
+// (ls_in_acl*) on the source's node; an EgressFirewall rule, which
+// OVN-Kubernetes writes as a to-lport ACL matching the namespace's pods as
+// inport, in the source switch's egress pipeline (ls_out_acl*), on the way
+// to the router.
 func TestOVNKPoliciesNamed(t *testing.T) {
 	ns, anp, ips := ovnkPolicyFixture(t)
 	for _, tc := range []struct {
@@ -108,7 +111,7 @@ func TestOVNKPoliciesNamed(t *testing.T) {
 		{"BaselineAdminNetworkPolicy deny", "a", "e", "tcp", 8082, 1, "ls_out_acl", "BaselineAdminNetworkPolicy:default", "deny-8082-from-client (ingress rule 0)", ""},
 		{"namespace default deny", "a", "d", "tcp", 80, 1, "ls_out_acl", ns + "/deny-all", "", ""},
 		{"NetworkPolicy egress", "x", "b", "tcp", 80, 0, "ls_in_acl", ns + "/no-egress", "", ""},
-		{"EgressFirewall deny", "a", "", "icmp", 0, 0, "ls_in_acl", "EgressFirewall:" + ns + "/default", "Deny to " + labHostIP + "/32 (rule 1)", ""},
+		{"EgressFirewall deny", "a", "", "icmp", 0, 0, "ls_out_acl", "EgressFirewall:" + ns + "/default", "Deny to " + labHostIP + "/32 (rule 1)", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dstIP, dstArg := labHostIP, labHostIP
@@ -127,18 +130,18 @@ func TestOVNKPoliciesNamed(t *testing.T) {
 				t.Errorf("the drop names policy %q rule %q; want %q, rule with %q", end.NetworkPolicy, end.NetworkPolicyRule, tc.policy, tc.ruleHas)
 			}
 			if tc.passPolicy != "" && !passedBy(res, tc.passPolicy) {
-				t.Errorf("no hop on %s names %s passing the probe on; table hops: %+v", labNodes[tc.node].name, tc.passPolicy, res.TableHops)
+				t.Errorf("no hop on %s names %s passing the probe on; hops: %+v", labNodes[tc.node].name, tc.passPolicy, res.Observations)
 			}
 			assertNothingLeft(t)
 		})
 	}
 }
 
-// passedBy reports whether one of res's table hops is an ACL of policy
-// that let the probe go on.
+// passedBy reports whether one of res's hops is an ACL of policy that let
+// the probe go on (OVN's hops are observations, one a logical flow).
 func passedBy(res report.NodeResult, policy string) bool {
-	for _, h := range res.TableHops {
-		if h.NetworkPolicy == policy && h.Action != report.ActionDropped {
+	for _, o := range res.Observations {
+		if o.NetworkPolicy == policy && o.Action != report.ActionDropped {
 			return true
 		}
 	}
