@@ -132,44 +132,53 @@ type parser struct {
 	skipping bool
 }
 
+// between reads a line at the left margin that is not in a bridge
+// section (a pass's flow, its datapath actions, a recirculation's header)
+// and reports whether it was one.
+func (p *parser) between(line string) bool {
+	if m := resumeRE.FindStringSubmatch(line); m != nil {
+		p.skipping = p.resumed[m[1]]
+		p.resumed[m[1]] = true
+		p.sections = nil
+		return true
+	}
+	if p.skipping {
+		return true
+	}
+	switch {
+	case strings.HasPrefix(line, "Flow:"):
+		if p.seenFlow {
+			p.pass++
+		}
+		p.seenFlow = true
+		p.inPort = ""
+		if m := inPortRE.FindStringSubmatch(strings.TrimPrefix(line, "Flow:")); m != nil {
+			p.inPort = m[1]
+		}
+		p.sections = nil
+		return true
+	case strings.HasPrefix(line, "Datapath actions:"):
+		p.t.DatapathActions = strings.TrimSpace(strings.TrimPrefix(line, "Datapath actions:"))
+		p.sections = nil
+		return true
+	case strings.HasPrefix(line, "Final flow:"), strings.HasPrefix(line, "Megaflow:"):
+		p.sections = nil
+		return true
+	}
+	return false
+}
+
 func (p *parser) line(line string) {
 	trimmed := strings.TrimSpace(line)
 	if trimmed == "" || strings.HasPrefix(trimmed, "---") || strings.HasPrefix(trimmed, "===") {
 		return
 	}
 	indent := len(line) - len(strings.TrimLeft(line, " "))
-	if indent == 0 {
-		if m := resumeRE.FindStringSubmatch(line); m != nil {
-			p.skipping = p.resumed[m[1]]
-			p.resumed[m[1]] = true
-			p.sections = nil
-			return
-		}
+	if indent == 0 && p.between(line) {
+		return
 	}
 	if p.skipping {
 		return
-	}
-	if indent == 0 {
-		switch {
-		case strings.HasPrefix(line, "Flow:"):
-			if p.seenFlow {
-				p.pass++
-			}
-			p.seenFlow = true
-			p.inPort = ""
-			if m := inPortRE.FindStringSubmatch(strings.TrimPrefix(line, "Flow:")); m != nil {
-				p.inPort = m[1]
-			}
-			p.sections = nil
-			return
-		case strings.HasPrefix(line, "Datapath actions:"):
-			p.t.DatapathActions = strings.TrimSpace(strings.TrimPrefix(line, "Datapath actions:"))
-			p.sections = nil
-			return
-		case strings.HasPrefix(line, "Final flow:"), strings.HasPrefix(line, "Megaflow:"):
-			p.sections = nil
-			return
-		}
 	}
 	if m := tunnelRE.FindStringSubmatch(line); m != nil {
 		p.t.TunnelDst = m[1]
