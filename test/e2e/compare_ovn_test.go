@@ -298,8 +298,12 @@ func simulate(b *testing.B, c ovnCompareCase, srcNode, node string, sender bool,
 			return "", nil, "", fmt.Sprintf("the source's port %s: %v %s", inport, err, addrs)
 		}
 		ethSrc = strings.Fields(addrs)[0]
-		ethDst = mustMAC(nb("get", "Logical_Router_Port", "rtos-"+node, "mac"))
-		if d := podOn(b, c.ns, dstIP); d != "" && sameSubnet(addrs, dstIP) {
+		mac, err := nb("get", "Logical_Router_Port", "rtos-"+node, "mac")
+		if err != nil {
+			return "", nil, "", fmt.Sprintf("the router's port to %s: %v %s", node, err, mac)
+		}
+		ethDst = strings.Trim(mac, `"`)
+		if d := podOn(b, dstIP); d != "" && sameSubnet(addrs, dstIP) {
 			if a, err := nb("lsp-get-addresses", d); err == nil && a != "" {
 				ethDst = strings.Fields(a)[0]
 			}
@@ -311,7 +315,11 @@ func simulate(b *testing.B, c ovnCompareCase, srcNode, node string, sender bool,
 			return "", nil, "", fmt.Sprintf("the transit switch's port to %s: %v %s", srcNode, err, from)
 		}
 		ethSrc = strings.Fields(from)[0]
-		ethDst = mustMAC(nb("get", "Logical_Router_Port", inport, "mac"))
+		mac, err := nb("get", "Logical_Router_Port", inport, "mac")
+		if err != nil {
+			return "", nil, "", fmt.Sprintf("the router's port %s: %v %s", inport, err, mac)
+		}
+		ethDst = strings.Trim(mac, `"`)
 	}
 	srcIP := getPod(b, c.ns, c.src).Status.PodIP
 	flow := fmt.Sprintf(`inport == "%s" && eth.src == %s && eth.dst == %s && ip4.src == %s && ip4.dst == %s && ip.ttl == %d`, inport, ethSrc, ethDst, srcIP, dstIP, ttl)
@@ -340,15 +348,8 @@ func simulate(b *testing.B, c ovnCompareCase, srcNode, node string, sender bool,
 	return cmd, steps, end, ""
 }
 
-func mustMAC(s string, err error) string {
-	if err != nil {
-		return "00:00:00:00:00:00"
-	}
-	return strings.Trim(s, `"`)
-}
-
 // podOn is the logical port (NAMESPACE_POD) of the pod with ip, or "".
-func podOn(b *testing.B, ns, ip string) string {
+func podOn(b *testing.B, ip string) string {
 	out, err := kubectl(b.Context(), "get", "pods", "-A", "--field-selector", "status.podIP="+ip, "-o", "jsonpath={range .items[*]}{.metadata.namespace}_{.metadata.name} {end}")
 	if err != nil {
 		return ""
