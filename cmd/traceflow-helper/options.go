@@ -154,21 +154,15 @@ func (o *options) common(out *report.Writer, logf func(string, ...any)) tracer.C
 
 func (o *options) traceSpec() (tracer.TraceSpec, error) {
 	p := o.args.Probe
-	s := tracer.TraceSpec{SourcePod: p.SourcePod, InPort: p.InPort}
-	if (p.SourcePod == "") == (p.InPort == "") {
-		return s, errors.New("give exactly one of --source-pod NAMESPACE/NAME and --in-port OVS_PORT")
+	s := tracer.TraceSpec{SourcePod: p.SourcePod, InPort: p.InPort, SourceNode: p.SourceNode}
+	if n := countSet(p.SourcePod != "", p.InPort != "", p.SourceNode); n != 1 {
+		return s, errors.New("give exactly one of --source-pod NAMESPACE/NAME, --in-port OVS_PORT and --source-node")
 	}
 	var err error
 	if s.Destination, err = netip.ParseAddr(p.Destination); err != nil {
 		return s, fmt.Errorf("--destination %q: want an IP address", p.Destination)
 	}
-	n := 0
-	for _, set := range []bool{p.TCP != 0, p.UDP != 0, p.ICMP} {
-		if set {
-			n++
-		}
-	}
-	if n > 1 {
+	if countSet(p.TCP != 0, p.UDP != 0, p.ICMP) > 1 {
 		return s, errors.New("give at most one of --tcp, --udp and --icmp")
 	}
 	switch {
@@ -209,4 +203,15 @@ func (o *options) traceSpec() (tracer.TraceSpec, error) {
 		}
 	}
 	return s, nil
+}
+
+// countSet is how many of the flags' conditions hold.
+func countSet(set ...bool) int {
+	n := 0
+	for _, b := range set {
+		if b {
+			n++
+		}
+	}
+	return n
 }

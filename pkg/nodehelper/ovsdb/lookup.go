@@ -119,6 +119,9 @@ const (
 	MatchAntrea  Match = "antrea external_ids pod-namespace/pod-name"
 	MatchOVNK    Match = "ovn-kubernetes external_ids iface-id"
 	MatchPortNam Match = "OVS port name"
+	// MatchNodeRoute: the port the node's kernel routes the destination
+	// through (a probe from the node itself).
+	MatchNodeRoute Match = "the node's kernel route"
 )
 
 // FindPod finds the port of pod namespace/name: Antrea writes pod-name and

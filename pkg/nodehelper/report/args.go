@@ -63,8 +63,10 @@ type HelperArgs struct {
 // because 0 is a value of their own (no flags; a TTL the helper refuses),
 // not their default.
 type ProbeArgs struct {
-	SourcePod      string
-	InPort         string
+	SourcePod string
+	InPort    string
+	// SourceNode injects as the node itself (--source-node).
+	SourceNode     bool
 	SourceIP       string
 	SourceMAC      string
 	Destination    string
@@ -111,6 +113,9 @@ func (a HelperArgs) Args() []string {
 	p := a.Probe
 	args = appendString(args, "--source-pod", p.SourcePod)
 	args = appendString(args, "--in-port", p.InPort)
+	if p.SourceNode {
+		args = append(args, "--source-node")
+	}
 	args = appendString(args, "--source-ip", p.SourceIP)
 	args = appendString(args, "--source-mac", p.SourceMAC)
 	args = appendString(args, "--destination", p.Destination)

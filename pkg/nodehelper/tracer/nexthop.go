@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"regexp"
 
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/ofproto"
@@ -80,19 +81,51 @@ func ARPAnswer(t ofproto.Trace) net.HardwareAddr {
 // logged) where there is none.
 func (s *session) answeredMAC(ctx context.Context, src *ovsdb.Port, srcMAC net.HardwareAddr, srcIP, dst netip.Addr) net.HardwareAddr {
 	target, ok := nextHop(src, srcIP, dst)
-	if !ok || srcMAC == nil {
+	if !ok {
+		return nil
+	}
+	return s.arpAnswer(ctx, src, srcMAC, srcIP, target)
+}
+
+// arpAnswer is the pipeline's own answer to the source's ARP for target,
+// or nil (with the reason logged).
+func (s *session) arpAnswer(ctx context.Context, src *ovsdb.Port, srcMAC net.HardwareAddr, srcIP, target netip.Addr) net.HardwareAddr {
+	if srcMAC == nil || !target.Is4() {
 		return nil
 	}
 	t, err := s.ovs.Trace(ctx, s.c.Bridge, arpFlow(src.Ofport, srcMAC, srcIP, target), nil)
 	if err != nil {
-		s.c.Logf("ask OVS for its trace of the pod's ARP for %s: %v", target, err)
+		s.c.Logf("ask OVS for its trace of the source's ARP for %s: %v", target, err)
 		return nil
 	}
 	mac := ARPAnswer(t)
 	if mac == nil {
-		s.c.Logf("the pipeline does not answer the pod's ARP for %s itself (datapath actions %q)", target, t.DatapathActions)
+		s.c.Logf("the pipeline does not answer the source's ARP for %s itself (datapath actions %q)", target, t.DatapathActions)
 		return nil
 	}
-	s.c.Logf("the pipeline answers the pod's ARP for %s with %s: the probe's destination MAC", target, mac)
+	s.c.Logf("the pipeline answers the source's ARP for %s with %s: the probe's destination MAC", target, mac)
 	return mac
+}
+
+// destinationMAC is the MAC the source would put on its packet to the
+// destination, where it can be told; nil leaves it to probeSpec's
+// fallbacks. A node's own packet carries what its kernel's ARP table holds
+// for its next hop; failing that, what the pipeline answers for it.
+func (s *session) destinationMAC(ctx context.Context, src *ovsdb.Port, spec TraceSpec) net.HardwareAddr {
+	ip, mac := sourceAddrs(src, spec)
+	if !ip.IsValid() || !spec.Destination.IsValid() {
+		return nil
+	}
+	if !spec.SourceNode {
+		return s.answeredMAC(ctx, src, mac, ip, spec.Destination)
+	}
+	if f, err := os.Open("/proc/net/arp"); err == nil {
+		n := neighborMAC(f, spec.nextHop, src.Name)
+		_ = f.Close()
+		if n != nil {
+			s.c.Logf("the node's ARP table holds %s for %s on %s: the probe's destination MAC", n, spec.nextHop, src.Name)
+			return n
+		}
+	}
+	return s.arpAnswer(ctx, src, mac, ip, spec.nextHop)
 }

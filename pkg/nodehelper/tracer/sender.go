@@ -17,9 +17,14 @@ import (
 // TraceSpec says what to inject where.
 type TraceSpec struct {
 	Common
-	// SourcePod is "namespace/name"; or InPort names the OVS port.
-	SourcePod string
-	InPort    string
+	// SourcePod is "namespace/name"; or InPort names the OVS port; or
+	// SourceNode injects as the node itself (nodesource.go).
+	SourcePod  string
+	InPort     string
+	SourceNode bool
+	// nextHop is, for SourceNode, the address the node's kernel sends
+	// to: the destination, or its route's gateway.
+	nextHop netip.Addr
 	// SourceIP and SourceMAC override what OVSDB records for the port.
 	SourceIP  netip.Addr
 	SourceMAC net.HardwareAddr
@@ -43,12 +48,12 @@ func Trace(ctx context.Context, spec TraceSpec) (Outcome, error) {
 		return Outcome{ExitCode: ExitSetup}, err
 	}
 	defer s.cleanup()
-	src, match, err := sourcePort(s.br, spec)
+	src, match, err := sourcePort(s.br, &spec, KernelRoute)
 	if err != nil {
 		return Outcome{ExitCode: ExitSetup}, setupErr("%w", err)
 	}
-	if ip, mac := sourceAddrs(src, spec); spec.DestinationMAC == nil && ip.IsValid() && spec.Destination.IsValid() {
-		spec.DestinationMAC = s.answeredMAC(ctx, src, mac, ip, spec.Destination)
+	if spec.DestinationMAC == nil {
+		spec.DestinationMAC = s.destinationMAC(ctx, src, spec)
 	}
 	ps, err := probeSpec(s.br, src, spec, s.c.Random())
 	if err != nil {
@@ -87,11 +92,20 @@ func Trace(ctx context.Context, spec TraceSpec) (Outcome, error) {
 	return s.watch(ctx, report.RoleSender, p, ps.DstIP, nil)
 }
 
-func sourcePort(br *ovsdb.Bridge, spec TraceSpec) (*ovsdb.Port, ovsdb.Match, error) {
+// sourcePort is the port the probe enters through; for a probe from the
+// node, route is asked how the node sends to the destination.
+func sourcePort(br *ovsdb.Bridge, spec *TraceSpec, route func(netip.Addr) (Route, error)) (*ovsdb.Port, ovsdb.Match, error) {
 	var p *ovsdb.Port
 	var m ovsdb.Match
 	var err error
 	switch {
+	case spec.SourceNode:
+		var r Route
+		if r, err = route(spec.Destination); err != nil {
+			return nil, "", fmt.Errorf("the node's route to %s: %w", spec.Destination, err)
+		}
+		p, spec.nextHop, err = nodeSource(br, spec, r)
+		m = ovsdb.MatchNodeRoute
 	case spec.SourcePod != "":
 		ns, name, ok := strings.Cut(spec.SourcePod, "/")
 		if !ok || ns == "" || name == "" {
@@ -102,7 +116,7 @@ func sourcePort(br *ovsdb.Bridge, spec TraceSpec) (*ovsdb.Port, ovsdb.Match, err
 		p, err = br.FindPort(spec.InPort)
 		m = ovsdb.MatchPortNam
 	default:
-		return nil, "", fmt.Errorf("say where the probe enters: --source-pod NAMESPACE/NAME or --in-port OVS_PORT")
+		return nil, "", fmt.Errorf("say where the probe enters: --source-pod NAMESPACE/NAME, --in-port OVS_PORT or --source-node")
 	}
 	if err != nil {
 		return nil, "", err
@@ -139,9 +153,12 @@ func probeSpec(br *ovsdb.Bridge, src *ovsdb.Port, spec TraceSpec, random uint32)
 		// gateway's, as a pod's routed packet would carry.
 		if p := br.PortByIP(ps.DstIP); p != nil && p.PodMAC() != nil {
 			ps.DstMAC = p.PodMAC()
-		} else if gw := br.Gateway(); gw != nil {
+		} else if gw := br.Gateway(); gw != nil && !spec.SourceNode {
 			ps.DstMAC, _ = net.ParseMAC(gw.MAC)
 		}
+	}
+	if ps.DstMAC == nil && spec.SourceNode {
+		return ps, fmt.Errorf("cannot tell the MAC the node puts on its packets to %s (its next hop %s is in neither the kernel's ARP table nor answered by the pipeline): pass --destination-mac", ps.DstIP, spec.nextHop)
 	}
 	if ps.DstMAC == nil {
 		return ps, fmt.Errorf("cannot tell the probe's destination MAC (no local pod with IP %s, no gateway port): pass --destination-mac", ps.DstIP)
