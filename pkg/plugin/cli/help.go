@@ -1,13 +1,15 @@
 package cli
 
-const traceLong = `Trace a packet from a pod to a pod, a Service or an IP address through the
+const traceLong = `Trace a packet from a pod or a node to a pod, a Service, a node or an IP address through the
 Open vSwitch dataplane of the nodes on its way, and show what each node did
 with it: forwarded, load-balanced, tunnelled, delivered, or dropped (by which
 table, flow and NetworkPolicy rule).
 
-SRC is a pod:
+SRC is a pod, or a node (helper engine: the probe leaves as the node's own
+traffic does, from the address its kernel picks):
   NAME | pod/NAME | NAMESPACE/NAME | NAMESPACE/pod/NAME
-DST is a pod (as above), a Service or an IP address:
+  node/NAME
+DST is a pod or a node (as above), a Service or an IP address:
   svc/NAME | service/NAME | NAMESPACE/svc/NAME
   10.96.0.10 | fd00::10
 A name without a namespace is in the namespace of -n (or the kubeconfig
@@ -31,6 +33,10 @@ const traceExamples = `  # Can pod-a reach pod-b on TCP 80? Where does the packe
 
   # UDP to an IP outside the cluster, from a fixed source port
   kubectl traceflow pod-a 192.0.2.10 --udp 53 --src-port 40000
+
+  # From a node (as a kubelet probe goes), and to a node's address
+  kubectl traceflow node/worker-1 pod-b --tcp 8080
+  kubectl traceflow pod-a node/worker-2 --tcp 10250
 
   # IPv6 (implied by an IPv6 destination)
   kubectl traceflow pod-a pod-b --ipv6 --tcp 443

@@ -64,6 +64,11 @@ func describe(e resolve.Endpoint) string {
 		return s
 	case resolve.KindService:
 		return fmt.Sprintf("Service %s/%s  %s", view.Safe(e.Namespace), view.Safe(e.Name), e.IP)
+	case resolve.KindNode:
+		if !e.IP.IsValid() {
+			return "node " + view.Safe(e.Name) + "  (from the address its kernel picks)"
+		}
+		return fmt.Sprintf("node %s  %s", view.Safe(e.Name), e.IP)
 	}
 	return "IP " + e.IP.String()
 }

@@ -219,7 +219,7 @@ func (o *TraceOptions) Validate() error {
 		}
 	}
 	if resolve.SameObject(o.source, dst) {
-		return exitcode.UsageErrorf("SRC and DST are the same pod %q: trace to another pod, a Service or an IP", dst.Name)
+		return exitcode.UsageErrorf("SRC and DST are the same %s %q: trace to another pod, a Service, a node or an IP", dst.Kind, dst.Name)
 	}
 	return nil
 }

@@ -89,7 +89,7 @@ func TestBadInvocations(t *testing.T) {
 		{name: "invalid pod name", args: []string{"Pod_A", "pod-b"},
 			problem: `"Pod_A" is not a valid pod name`, fix: "kubectl get pods"},
 		{name: "a deployment", args: []string{"pod-a", "deploy/web"},
-			problem: "traces pods and Services, not deploy", fix: "pick one of its pods"},
+			problem: "traces pods, Services and nodes, not deploy", fix: "pick one of its pods"},
 		{name: "server-side dry run", args: []string{"pod-a", "pod-b", "--dry-run=server"},
 			problem: "no server-side dry run", fix: "use --dry-run"},
 		{name: "bad helper image digest", args: []string{"pod-a", "pod-b", "--helper-image", "reg.local/helper@sha256:abc"},

@@ -70,6 +70,11 @@ func (e *Explainer) ExplainDrop(ctx context.Context, hops []outcome.TimedHop, o 
 	if o.Component != report.ComponentNetworkPolicy || o.NetworkPolicy != "" || o.Action.Normalize() != report.ActionDropped {
 		return o
 	}
+	// A node's probe leaves from the address its kernel picks, which
+	// only the helper knows: no peer to match the policies' rules with.
+	if e.source.Kind == resolve.KindNode {
+		return o
+	}
 	ctx, cancel := context.WithTimeout(ctx, budget)
 	defer cancel()
 	dir := direction(o.ComponentInfo)

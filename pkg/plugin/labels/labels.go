@@ -30,4 +30,10 @@ const (
 	// VerdictAnnotation carries the verdict on the record that -o json|yaml
 	// prints.
 	VerdictAnnotation = "traceflow.kubectl-traceflow.io/verdict"
+	// SourceNodeAnnotation names the node a helper-mode probe starts from
+	// (SRC node/NAME), which a Traceflow's source cannot say.
+	SourceNodeAnnotation = "traceflow.kubectl-traceflow.io/source-node"
+	// DestinationNodeAnnotation names the node whose address is the
+	// destination (DST node/NAME); spec.destination.ip holds the address.
+	DestinationNodeAnnotation = "traceflow.kubectl-traceflow.io/destination-node"
 )

@@ -46,6 +46,10 @@ func slice(ns, svc string, family discoveryv1.AddressType, ready bool) *discover
 }
 
 // clusterObjects is the small cluster the resolution tests run against.
+func node(name string, addrs ...corev1.NodeAddress) *corev1.Node {
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Status: corev1.NodeStatus{Addresses: addrs}}
+}
+
 func clusterObjects() []runtime.Object {
 	hostNet := pod("default", "host-pod", "node-1", corev1.PodRunning, "192.168.0.11")
 	hostNet.Spec.HostNetwork = true
@@ -71,5 +75,10 @@ func clusterObjects() []runtime.Object {
 		slice("default", "empty", discoveryv1.AddressTypeIPv4, false),
 		service("default", "sctp", []string{"10.96.0.40"}, port("s", corev1.ProtocolSCTP, 9999), port("t", corev1.ProtocolTCP, 80)),
 		service("default", "portless", []string{"10.96.0.50"}),
+		node("node-1", corev1.NodeAddress{Type: corev1.NodeHostName, Address: "node-1"},
+			corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: "192.168.0.11"},
+			corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: "fd00:168::11"}),
+		node("node-2", corev1.NodeAddress{Type: corev1.NodeExternalIP, Address: "203.0.113.12"}),
+		node("bare", corev1.NodeAddress{Type: corev1.NodeHostName, Address: "bare"}),
 	}
 }

@@ -6,9 +6,11 @@
 //
 //	NAME | pod/NAME | NAMESPACE/NAME | NAMESPACE/pod/NAME    a pod
 //	svc/NAME | NAMESPACE/svc/NAME                          a Service (DST only)
+//	node/NAME                                              a node, by its address
 //	10.0.0.5 | fd00::5                                     an IP address (DST only)
 //
-// pod may also be spelled po or pods; svc may be service or services. A name
+// pod may also be spelled po or pods; svc may be service or services; node
+// may be no or nodes (a node has no namespace). A name
 // without a namespace is in the namespace of -n, or the kubeconfig context's.
 package resolve
 
@@ -30,6 +32,7 @@ const (
 	KindPod Kind = iota + 1
 	KindService
 	KindIP
+	KindNode
 )
 
 func (k Kind) String() string {
@@ -40,6 +43,8 @@ func (k Kind) String() string {
 		return "svc"
 	case KindIP:
 		return "ip"
+	case KindNode:
+		return "node"
 	}
 	return "unknown"
 }
@@ -59,6 +64,8 @@ func (r Ref) String() string {
 	switch r.Kind {
 	case KindIP:
 		return r.IP.String()
+	case KindNode:
+		return "node/" + r.Name
 	case KindService, KindPod:
 		if r.Namespace != "" {
 			return r.Namespace + "/" + r.Kind.String() + "/" + r.Name
@@ -71,6 +78,14 @@ func (r Ref) String() string {
 func isPodWord(w string) bool {
 	switch strings.ToLower(w) {
 	case "pod", "pods", "po":
+		return true
+	}
+	return false
+}
+
+func isNodeWord(w string) bool {
+	switch strings.ToLower(w) {
+	case "node", "nodes", "no":
 		return true
 	}
 	return false
@@ -91,14 +106,14 @@ func isOtherKind(w string) bool {
 	switch strings.ToLower(w) {
 	case "deploy", "deployment", "deployments", "ds", "daemonset", "daemonsets",
 		"sts", "statefulset", "statefulsets", "rs", "replicaset", "replicasets",
-		"job", "jobs", "cronjob", "cronjobs", "node", "nodes", "no",
+		"job", "jobs", "cronjob", "cronjobs",
 		"ep", "endpoints", "endpointslice", "endpointslices", "ing", "ingress", "ingresses":
 		return true
 	}
 	return false
 }
 
-// ParseSource parses SRC, which must name a pod.
+// ParseSource parses SRC, which must name a pod or a node.
 func ParseSource(s string) (Ref, error) {
 	r, err := parse("SRC", s)
 	if err != nil {
@@ -108,12 +123,12 @@ func ParseSource(s string) (Ref, error) {
 	case KindService:
 		return Ref{}, exitcode.UsageErrorf("SRC %q is a Service, but a probe starts in a pod: give a pod as SRC (kubectl get pods -l <the Service's selector>)", s)
 	case KindIP:
-		return Ref{}, exitcode.UsageErrorf("SRC %q is an IP address, but a probe starts in a pod: give the pod as SRC, e.g. 'kubectl traceflow pod-a %s'", s, s)
+		return Ref{}, exitcode.UsageErrorf("SRC %q is an IP address, but a probe starts in a pod or on a node: give the pod as SRC, e.g. 'kubectl traceflow pod-a %s', or the node as node/NAME", s, s)
 	}
 	return r, nil
 }
 
-// ParseDestination parses DST: a pod, a Service or an IP address.
+// ParseDestination parses DST: a pod, a Service, a node or an IP address.
 func ParseDestination(s string) (Ref, error) {
 	return parse("DST", s)
 }
@@ -136,8 +151,10 @@ func parse(what, s string) (Ref, error) {
 			r = Ref{Kind: KindPod, Name: parts[1]}
 		case isServiceWord(parts[0]):
 			r = Ref{Kind: KindService, Name: parts[1]}
+		case isNodeWord(parts[0]):
+			r = Ref{Kind: KindNode, Name: parts[1]}
 		case isOtherKind(parts[0]):
-			return Ref{}, exitcode.UsageErrorf("%s %q: kubectl traceflow traces pods and Services, not %s: pick one of its pods (kubectl get pods), or write %s/pod/%s if %q is a namespace",
+			return Ref{}, exitcode.UsageErrorf("%s %q: kubectl traceflow traces pods, Services and nodes, not %s: pick one of its pods (kubectl get pods), or write %s/pod/%s if %q is a namespace",
 				what, s, parts[0], parts[0], parts[1], parts[0])
 		default:
 			r = Ref{Kind: KindPod, Namespace: parts[0], Name: parts[1]}
@@ -148,11 +165,13 @@ func parse(what, s string) (Ref, error) {
 			r = Ref{Kind: KindPod, Namespace: parts[0], Name: parts[2]}
 		case isServiceWord(parts[1]):
 			r = Ref{Kind: KindService, Namespace: parts[0], Name: parts[2]}
+		case isNodeWord(parts[1]):
+			return Ref{}, exitcode.UsageErrorf("%s %q: a node belongs to no namespace: write node/%s", what, s, parts[2])
 		default:
 			return Ref{}, exitcode.UsageErrorf("%s %q: the middle of NAMESPACE/KIND/NAME must be pod or svc, not %q: write e.g. %s/svc/%s", what, s, parts[1], parts[0], parts[2])
 		}
 	default:
-		return Ref{}, exitcode.UsageErrorf("%s %q has too many '/': write NAME, pod/NAME, NAMESPACE/NAME, svc/NAME or NAMESPACE/svc/NAME", what, s)
+		return Ref{}, exitcode.UsageErrorf("%s %q has too many '/': write NAME, pod/NAME, NAMESPACE/NAME, svc/NAME, NAMESPACE/svc/NAME or node/NAME", what, s)
 	}
 	if err := checkNames(what, s, r); err != nil {
 		return Ref{}, err
@@ -194,8 +213,11 @@ func checkNames(what, s string, r Ref) error {
 		return exitcode.UsageErrorf("%s %q has no name after the '/': write e.g. %s/pod-b", what, s, strings.TrimSuffix(s, "/"))
 	}
 	check, noun, list := validation.IsDNS1123Subdomain, "pod", "kubectl get pods"
-	if r.Kind == KindService {
+	switch r.Kind {
+	case KindService:
 		check, noun, list = validation.IsDNS1035Label, "Service", "kubectl get services"
+	case KindNode:
+		noun, list = "node", "kubectl get nodes"
 	}
 	if errs := check(r.Name); len(errs) > 0 {
 		ns := ""
@@ -221,9 +243,11 @@ func (r Ref) Describe(namespace string) string {
 	if r.Namespace != "" {
 		namespace = r.Namespace
 	}
-	noun := "pod"
-	if r.Kind == KindService {
-		noun = "Service"
+	switch r.Kind {
+	case KindNode:
+		return "node " + r.Name
+	case KindService:
+		return fmt.Sprintf("Service %s/%s", namespace, r.Name)
 	}
-	return fmt.Sprintf("%s %s/%s", noun, namespace, r.Name)
+	return fmt.Sprintf("pod %s/%s", namespace, r.Name)
 }

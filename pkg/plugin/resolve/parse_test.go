@@ -31,6 +31,10 @@ func TestParseDestination(t *testing.T) {
 		{"10.0.0.5", Ref{Kind: KindIP, IP: netip.MustParseAddr("10.0.0.5")}},
 		{"fd00::5", Ref{Kind: KindIP, IP: netip.MustParseAddr("fd00::5")}},
 		{"::1", Ref{Kind: KindIP, IP: netip.MustParseAddr("::1")}},
+		{"node/worker-1", Ref{Kind: KindNode, Name: "worker-1"}},
+		{"no/worker-1", Ref{Kind: KindNode, Name: "worker-1"}},
+		{"Nodes/worker-1.example.com", Ref{Kind: KindNode, Name: "worker-1.example.com"}},
+		{"node/pod/x", Ref{Kind: KindPod, Namespace: "node", Name: "x"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
@@ -54,13 +58,15 @@ func TestParseErrors(t *testing.T) {
 	}{
 		{"empty", false, "", []string{"empty", "pod name"}},
 		{"service as source", true, "svc/web", []string{"is a Service", "give a pod as SRC"}},
-		{"IP as source", true, "10.0.0.1", []string{"is an IP address", "give the pod as SRC"}},
+		{"IP as source", true, "10.0.0.1", []string{"is an IP address", "give the pod as SRC", "node/NAME"}},
 		{"malformed IPv4", false, "10.0.0.256", []string{"not a valid IP address", "such as 10.0.0.5"}},
 		{"malformed IPv6", false, "fd00:::5", []string{"not a valid IP address", "fd00::5"}},
 		{"zone", false, "fe80::1%eth0", []string{"has a zone", "drop it"}},
 		{"IPv4-mapped", false, "::ffff:10.0.0.1", []string{"IPv4-mapped", "10.0.0.1 instead"}},
 		{"deployment", false, "deploy/web", []string{"not deploy", "pick one of its pods"}},
-		{"node", false, "node/n1", []string{"not node", "pick one of its pods"}},
+		{"node in a namespace", false, "demo/node/n1", []string{"belongs to no namespace", "node/n1"}},
+		{"bad node name", true, "node/N_1", []string{"not a valid node name", "kubectl get nodes"}},
+		{"endpoints", false, "ep/web", []string{"not ep", "pick one of its pods"}},
 		{"bad middle", false, "demo/deploy/web", []string{"must be pod or svc", "demo/svc/web"}},
 		{"too many slashes", false, "a/b/c/d", []string{"too many '/'", "NAMESPACE/svc/NAME"}},
 		{"no name", false, "pod/", []string{"no name", "pod/pod-b"}},
@@ -92,7 +98,7 @@ func TestParseErrors(t *testing.T) {
 
 func FuzzParseEndpoint(f *testing.F) {
 	for _, s := range []string{"pod-a", "pod/pod-a", "demo/pod-a", "demo/svc/web", "svc/web", "10.0.0.1",
-		"fd00::1", "10.0.0.256", "fe80::1%eth0", "a/b/c/d", "deploy/x", "", "/", "::ffff:1.2.3.4"} {
+		"fd00::1", "10.0.0.256", "fe80::1%eth0", "a/b/c/d", "deploy/x", "", "/", "::ffff:1.2.3.4", "node/n1", "x/node/n1"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {

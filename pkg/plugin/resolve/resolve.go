@@ -21,6 +21,7 @@ type Lookup interface {
 	Pod(ctx context.Context, namespace, name string) (*corev1.Pod, error)
 	Service(ctx context.Context, namespace, name string) (*corev1.Service, error)
 	EndpointSlices(ctx context.Context, namespace, service string) ([]discoveryv1.EndpointSlice, error)
+	Node(ctx context.Context, name string) (*corev1.Node, error)
 }
 
 // FromClientset returns a Lookup backed by a clientset (real or fake).
@@ -34,6 +35,10 @@ func (l clientsetLookup) Pod(ctx context.Context, ns, name string) (*corev1.Pod,
 
 func (l clientsetLookup) Service(ctx context.Context, ns, name string) (*corev1.Service, error) {
 	return l.cs.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
+}
+
+func (l clientsetLookup) Node(ctx context.Context, name string) (*corev1.Node, error) {
+	return l.cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 }
 
 func (l clientsetLookup) EndpointSlices(ctx context.Context, ns, svc string) ([]discoveryv1.EndpointSlice, error) {
@@ -68,7 +73,8 @@ type Endpoint struct {
 	// IP is the address of the chosen family: the pod's, the Service's
 	// cluster IP, or the literal.
 	IP netip.Addr
-	// Node is where a pod runs; empty for Services and IPs.
+	// Node is where a pod runs, or the node itself for KindNode; empty for
+	// Services and IPs.
 	Node        string
 	HostNetwork bool
 }
@@ -87,7 +93,7 @@ type Result struct {
 // be asked is exitcode.Setup. It only reads.
 func Resolve(ctx context.Context, l Lookup, q Query) (*Result, error) {
 	res := &Result{Protocol: q.Protocol, DstPort: q.DstPort}
-	src, err := resolvePod(ctx, l, q.Source, q, "source")
+	src, err := resolveSource(ctx, l, q)
 	if err != nil {
 		return nil, err
 	}
@@ -103,6 +109,10 @@ func Resolve(ctx context.Context, l Lookup, q Query) (*Result, error) {
 		if res.Destination, err = resolvePod(ctx, l, q.Destination, q, "destination"); err != nil {
 			return nil, err
 		}
+	case KindNode:
+		if res.Destination, err = resolveNode(ctx, l, q.Destination.Name, q, "destination"); err != nil {
+			return nil, err
+		}
 	case KindService:
 		if err := resolveService(ctx, l, q, res); err != nil {
 			return nil, err
@@ -112,6 +122,51 @@ func Resolve(ctx context.Context, l Lookup, q Query) (*Result, error) {
 		res.Protocol = traceflow.ICMP
 	}
 	return res, nil
+}
+
+func resolveSource(ctx context.Context, l Lookup, q Query) (Endpoint, error) {
+	if q.Source.Kind != KindNode {
+		return resolvePod(ctx, l, q.Source, q, "source")
+	}
+	if q.Live {
+		return Endpoint{}, exitcode.UsageErrorf("--live traces a pod's own traffic, and SRC node/%s is a node: drop --live to send a probe from the node, or give a pod as SRC", q.Source.Name)
+	}
+	ep, err := resolveNode(ctx, l, q.Source.Name, q, "source")
+	// The probe leaves from the address the node's kernel picks for the
+	// destination (a management port's, a gateway's), which only the
+	// helper on the node can ask: the node's listed address may not be it.
+	ep.IP = netip.Addr{}
+	return ep, err
+}
+
+// resolveNode finds a node's address of the family asked for: its
+// InternalIP, else its ExternalIP (the address the node's kubelet reports).
+func resolveNode(ctx context.Context, l Lookup, name string, q Query, role string) (Endpoint, error) {
+	node, err := l.Node(ctx, name)
+	if err != nil {
+		return Endpoint{}, apiError(err, fmt.Sprintf("%s node %s", role, name), "check the name with 'kubectl get nodes'")
+	}
+	var internal, external []string
+	for _, a := range node.Status.Addresses {
+		switch a.Type {
+		case corev1.NodeInternalIP:
+			internal = append(internal, a.Address)
+		case corev1.NodeExternalIP:
+			external = append(external, a.Address)
+		}
+	}
+	ip, ok := pickIP(internal, q.IPv6)
+	if !ok {
+		ip, ok = pickIP(external, q.IPv6)
+	}
+	if !ok {
+		have := strings.Join(nonEmpty(append(internal, external...)), ", ")
+		if have == "" {
+			return Endpoint{}, exitcode.UsageErrorf("%s node %s reports no InternalIP or ExternalIP address (kubectl get node %s -o wide): a probe needs one", role, name, name)
+		}
+		return Endpoint{}, exitcode.UsageErrorf("%s node %s has no %s address (it has %s): %s", role, name, family(q.IPv6), have, familyFix(q.IPv6))
+	}
+	return Endpoint{Kind: KindNode, Name: name, Node: name, IP: ip}, nil
 }
 
 func namespaceOf(r Ref, q Query) string {

@@ -84,6 +84,25 @@ func TestResolve(t *testing.T) {
 				Source:      Endpoint{Kind: KindPod, Namespace: "default", Name: "host-pod", IP: ip("192.168.0.11"), Node: "node-1", HostNetwork: true},
 				Destination: Endpoint{Kind: KindPod, Namespace: "default", Name: "pod-b", IP: ip("10.244.2.7"), Node: "node-2"}},
 		},
+		{
+			// The node's listed address is not the probe's: its kernel
+			// picks the source for the destination (a management port's).
+			name: "node to pod", src: "node/node-1", dst: "pod-b", q: Query{Protocol: traceflow.TCP, DstPort: 8080},
+			want: &Result{Protocol: traceflow.TCP, DstPort: 8080,
+				Source:      Endpoint{Kind: KindNode, Name: "node-1", Node: "node-1"},
+				Destination: Endpoint{Kind: KindPod, Namespace: "default", Name: "pod-b", IP: ip("10.244.2.7"), Node: "node-2"}},
+		},
+		{
+			name: "pod to a node's InternalIP of the family asked", src: "pod-a", dst: "node/node-1", q: Query{IPv6: true},
+			want: &Result{Protocol: traceflow.ICMP,
+				Source:      Endpoint{Kind: KindPod, Namespace: "default", Name: "pod-a", IP: ip("fd00:1::5"), Node: "node-1"},
+				Destination: Endpoint{Kind: KindNode, Name: "node-1", Node: "node-1", IP: ip("fd00:168::11")}},
+		},
+		{
+			name: "a node without an InternalIP by its ExternalIP", src: "pod-a", dst: "node/node-2",
+			want: &Result{Source: podA, Protocol: traceflow.ICMP,
+				Destination: Endpoint{Kind: KindNode, Name: "node-2", Node: "node-2", IP: ip("203.0.113.12")}},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -126,6 +145,11 @@ func TestResolveErrors(t *testing.T) {
 		{"first port SCTP", "pod-a", "svc/sctp", Query{}, []string{"first port is SCTP 9999", "--tcp PORT"}},
 		{"no ports", "pod-a", "svc/portless", Query{}, []string{"exposes no ports", "trace to one of its pods"}},
 		{"no IPv6 cluster IP", "pod-a", "svc/web", Query{IPv6: true}, []string{"has no IPv6 cluster IP (it has 10.96.0.10)", "drop --ipv6"}},
+		{"node not found", "node/nope", "pod-b", Query{}, []string{"source node nope not found", "kubectl get nodes"}},
+		{"destination node not found", "pod-a", "node/nope", Query{}, []string{"destination node nope not found", "kubectl get nodes"}},
+		{"node without addresses", "pod-a", "node/bare", Query{}, []string{"reports no InternalIP or ExternalIP", "kubectl get node bare -o wide"}},
+		{"node without the family", "pod-a", "node/node-2", Query{IPv6: true}, []string{"has no IPv6 address (it has 203.0.113.12)", "drop --ipv6"}},
+		{"node source with --live", "node/node-1", "pod-b", Query{Live: true}, []string{"SRC node/node-1 is a node", "drop --live"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -43,6 +43,10 @@ func (r *Runner) receiverNodes(ctx context.Context, res *resolve.Result) (receiv
 		if !dst.HostNetwork {
 			out.kind = outcome.DestinationPod
 		}
+	case resolve.KindNode:
+		// The node's own address is outside the pod network; a helper
+		// there sees the probe if it arrives through a tunnel.
+		set[dst.Node] = true
 	case resolve.KindIP:
 		if err := r.ipReceivers(ctx, dst.IP, set, &out); err != nil {
 			return receivers{}, err

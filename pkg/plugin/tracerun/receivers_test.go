@@ -20,6 +20,7 @@ import (
 
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/report"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/helperpod"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/labels"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/outcome"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/resolve"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/traceflow"
@@ -44,6 +45,7 @@ func TestReceiverNodesSayWhatTheDestinationIs(t *testing.T) {
 		{"host-network pod", resolve.Endpoint{Kind: resolve.KindPod, Namespace: "kube-system", Name: "host", Node: "node-2", HostNetwork: true}, nil, false, outcome.DestinationOutside, "node-2", ""},
 		{"service", resolve.Endpoint{Kind: resolve.KindService, Namespace: "default", Name: "web"}, webService(), false, outcome.DestinationService, "", ""},
 		{"a pod's IP", resolve.Endpoint{Kind: resolve.KindIP, IP: netip.MustParseAddr("10.244.2.8")}, []runtime.Object{runningPod("demo", "pod-c", "node-2", "10.244.2.8")}, false, outcome.DestinationPodIP, "node-2", ""},
+		{"node/NAME", resolve.Endpoint{Kind: resolve.KindNode, Name: "node-2", Node: "node-2", IP: netip.MustParseAddr("192.168.77.12")}, nil, false, outcome.DestinationOutside, "node-2", ""},
 		{"a node's IP", resolve.Endpoint{Kind: resolve.KindIP, IP: netip.MustParseAddr("192.168.77.12")}, []runtime.Object{hostPod}, false, outcome.DestinationOutside, "", ""},
 		{"an external IP", resolve.Endpoint{Kind: resolve.KindIP, IP: netip.MustParseAddr("8.8.8.8")}, nil, false, outcome.DestinationOutside, "", ""},
 		{"pods not listable", resolve.Endpoint{Kind: resolve.KindIP, IP: netip.MustParseAddr("10.244.2.8")}, nil, true, outcome.DestinationOutside, "", "cannot tell whether 10.244.2.8 is a pod's IP"},
@@ -133,6 +135,42 @@ func TestTCPFlagsReachTheHelper(t *testing.T) {
 		if err != nil || got.Probe.TCPFlags == nil || *got.Probe.TCPFlags != want {
 			t.Errorf("--tcp-flags %d: the helper reads %q as %+v, %v; want TCP flags %d", flags, pod.Spec.Containers[0].Args, got.Probe, err, want)
 		}
+	}
+}
+
+// A node as SRC reaches the sender helper as --source-node, with no pod
+// and no source address (the node's kernel picks it); the record names
+// the nodes in its annotations, since a Traceflow's source is a pod.
+func TestNodeEndpointsReachTheHelperAndTheRecord(t *testing.T) {
+	res := &resolve.Result{
+		Source:      resolve.Endpoint{Kind: resolve.KindNode, Name: "node-1", Node: "node-1"},
+		Destination: resolve.Endpoint{Kind: resolve.KindNode, Name: "node-2", Node: "node-2", IP: netip.MustParseAddr("192.168.77.12")},
+		Protocol:    traceflow.TCP, DstPort: 10250,
+	}
+	tf := Record(res, DefaultProbe(), 10*time.Second, "abcde")
+	if tf.Spec.Source != (traceflow.Source{}) || tf.Spec.Destination.IP != "192.168.77.12" {
+		t.Errorf("record source %+v, destination %+v: want no source pod and the node's address", tf.Spec.Source, tf.Spec.Destination)
+	}
+	if tf.Name != "node-node-1-to-node-node-2-abcde" {
+		t.Errorf("record name %q", tf.Name)
+	}
+	if a := tf.Annotations; a[labels.SourceNodeAnnotation] != "node-1" || a[labels.DestinationNodeAnnotation] != "node-2" {
+		t.Errorf("record annotations %v: want the source and destination nodes", a)
+	}
+	pod, err := helperpod.Build(helperpod.Params{TraceName: tf.Name, Namespace: "kube-system", Node: "node-1", Role: helperpod.RoleSender,
+		Image: "helper:test", Tag: 7, Timeout: time.Second, Probe: senderArgs(res, tf)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := report.Parse(pod.Spec.Containers[0].Args)
+	if err != nil {
+		t.Fatalf("the helper cannot read %q: %v", pod.Spec.Containers[0].Args, err)
+	}
+	if p := got.Probe; !p.SourceNode || p.SourcePod != "" || p.SourceIP != "" || p.Destination != "192.168.77.12" || p.TCP != 10250 {
+		t.Errorf("the helper reads %+v: want --source-node to 192.168.77.12 TCP 10250, without a pod or source address", p)
+	}
+	if n := EndpointName(res.Source); n != "node/node-1" {
+		t.Errorf("EndpointName = %q, want node/node-1", n)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/report"
 	"k8s.io/utils/ptr"
 
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/labels"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/resolve"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/traceflow"
 )
@@ -31,7 +32,7 @@ func DefaultProbe() Probe {
 // name.
 func Record(res *resolve.Result, p Probe, timeout time.Duration, suffix string) *traceflow.Traceflow {
 	r := traceflow.Request{
-		Source:   traceflow.Source{Namespace: res.Source.Namespace, Pod: res.Source.Name},
+		Source:   sourceOf(res.Source),
 		Protocol: res.Protocol, IPv6: p.IPv6, DstPort: res.DstPort, SrcPort: p.SrcPort,
 		TCPFlags: p.TCPFlags, TTL: p.TTL, Live: p.Live, DroppedOnly: p.DroppedOnly, Timeout: timeout,
 	}
@@ -45,19 +46,51 @@ func Record(res *resolve.Result, p Probe, timeout time.Duration, suffix string) 
 	case resolve.KindIP:
 		r.Destination = traceflow.Destination{IP: dst.IP.String()}
 		dstName = dst.IP.String()
+	case resolve.KindNode:
+		r.Destination = traceflow.Destination{IP: dst.IP.String()}
+		dstName = "node-" + dst.Name
 	}
-	r.Name = traceflow.Name(res.Source.Name, dstName, suffix)
-	return traceflow.Build(r)
+	srcName := res.Source.Name
+	if res.Source.Kind == resolve.KindNode {
+		srcName = "node-" + srcName
+	}
+	r.Name = traceflow.Name(srcName, dstName, suffix)
+	tf := traceflow.Build(r)
+	if res.Source.Kind == resolve.KindNode {
+		annotate(tf, labels.SourceNodeAnnotation, res.Source.Name)
+	}
+	if dst.Kind == resolve.KindNode {
+		annotate(tf, labels.DestinationNodeAnnotation, dst.Name)
+	}
+	return tf
+}
+
+// sourceOf is the Traceflow's source: the pod, or nothing for a node (a
+// Traceflow's source is always a pod; the annotation names the node).
+func sourceOf(e resolve.Endpoint) traceflow.Source {
+	if e.Kind == resolve.KindNode {
+		return traceflow.Source{}
+	}
+	return traceflow.Source{Namespace: e.Namespace, Pod: e.Name}
+}
+
+func annotate(tf *traceflow.Traceflow, key, value string) {
+	if tf.Annotations == nil {
+		tf.Annotations = map[string]string{}
+	}
+	tf.Annotations[key] = value
 }
 
 // senderArgs are the sender helper's flags: where to inject, and the
 // packet. The Traceflow's fields are range-checked where the user's flags
 // are parsed, so they convert to the helper's unsigned values unchanged.
 func senderArgs(res *resolve.Result, tf *traceflow.Traceflow) report.ProbeArgs {
-	p := report.ProbeArgs{
-		SourcePod:   res.Source.Namespace + "/" + res.Source.Name,
-		SourceIP:    res.Source.IP.String(),
-		Destination: res.Destination.IP.String(),
+	p := report.ProbeArgs{Destination: res.Destination.IP.String()}
+	if res.Source.Kind == resolve.KindNode {
+		p.SourceNode = true
+	} else {
+		p.SourcePod = res.Source.Namespace + "/" + res.Source.Name
+		p.SourceIP = res.Source.IP.String()
 	}
 	th := tf.Spec.Packet.TransportHeader
 	switch {
@@ -80,9 +113,12 @@ func senderArgs(res *resolve.Result, tf *traceflow.Traceflow) report.ProbeArgs {
 	return p
 }
 
-// EndpointName is how the view names an endpoint: NS/NAME, NS/svc/NAME or the IP.
+// EndpointName is how the view names an endpoint: NS/NAME, NS/svc/NAME,
+// node/NAME or the IP.
 func EndpointName(e resolve.Endpoint) string {
 	switch e.Kind {
+	case resolve.KindNode:
+		return "node/" + e.Name
 	case resolve.KindPod:
 		return e.Namespace + "/" + e.Name
 	case resolve.KindService:
