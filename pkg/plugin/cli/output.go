@@ -54,11 +54,17 @@ func printPlain(w io.Writer, tf *traceflow.Traceflow, res *resolve.Result) error
 func describe(e resolve.Endpoint) string {
 	switch e.Kind {
 	case resolve.KindPod:
-		s := fmt.Sprintf("pod %s/%s  %s", view.Safe(e.Namespace), view.Safe(e.Name), e.IP)
+		s := fmt.Sprintf("pod %s/%s", view.Safe(e.Namespace), view.Safe(e.Name))
+		if e.IP.IsValid() {
+			s += "  " + e.IP.String()
+		}
 		if e.Node != "" {
 			s += "  on node " + view.Safe(e.Node)
 		}
-		if e.HostNetwork {
+		switch {
+		case e.HostNetwork && !e.IP.IsValid():
+			s += "  (host network: as its node, from the address the node's kernel picks)"
+		case e.HostNetwork:
 			s += "  (host network)"
 		}
 		return s

@@ -70,9 +70,10 @@ func (e *Explainer) ExplainDrop(ctx context.Context, hops []outcome.TimedHop, o 
 	if o.Component != report.ComponentNetworkPolicy || o.NetworkPolicy != "" || o.Action.Normalize() != report.ActionDropped {
 		return o
 	}
-	// A node's probe leaves from the address its kernel picks, which
-	// only the helper knows: no peer to match the policies' rules with.
-	if e.source.Kind == resolve.KindNode {
+	// A node's probe (a host-network pod's too) leaves from the address
+	// its kernel picks, which only the helper knows: no peer to match the
+	// policies' rules with.
+	if e.source.AsNode() {
 		return o
 	}
 	ctx, cancel := context.WithTimeout(ctx, budget)

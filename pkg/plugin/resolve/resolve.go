@@ -79,6 +79,14 @@ type Endpoint struct {
 	HostNetwork bool
 }
 
+// AsNode reports whether a probe from e leaves as its node's own traffic
+// does: e is a node, or a pod on the host network (whose traffic is the
+// node's). The helper on the node injects it where that traffic enters the
+// bridge, from the address the node's kernel picks.
+func (e Endpoint) AsNode() bool {
+	return e.Kind == KindNode || (e.Kind == KindPod && e.HostNetwork)
+}
+
 // Result is a resolved query: what to trace, and what the user should know.
 type Result struct {
 	Source, Destination Endpoint
@@ -98,8 +106,9 @@ func Resolve(ctx context.Context, l Lookup, q Query) (*Result, error) {
 		return nil, err
 	}
 	if src.HostNetwork && !q.Live {
-		return nil, exitcode.UsageErrorf("source pod %s/%s uses the host network, so a probe cannot be injected from its own port: add --live to trace its live traffic, or pick a source pod on the pod network",
-			src.Namespace, src.Name)
+		// Its traffic is its node's: it leaves from the address the
+		// node's kernel picks, which the helper there asks for.
+		src.IP = netip.Addr{}
 	}
 	res.Source = src
 	switch q.Destination.Kind {

@@ -79,6 +79,13 @@ func TestResolve(t *testing.T) {
 			want: &Result{Source: podA, Protocol: traceflow.UDP, DstPort: 53, Destination: Endpoint{Kind: KindIP, IP: ip("192.0.2.1")}},
 		},
 		{
+			// Its traffic is its node's: the address is the kernel's pick.
+			name: "host-network source sends as its node", src: "host-pod", dst: "pod-b",
+			want: &Result{Protocol: traceflow.ICMP,
+				Source:      Endpoint{Kind: KindPod, Namespace: "default", Name: "host-pod", Node: "node-1", HostNetwork: true},
+				Destination: Endpoint{Kind: KindPod, Namespace: "default", Name: "pod-b", IP: ip("10.244.2.7"), Node: "node-2"}},
+		},
+		{
 			name: "host-network source with --live", src: "host-pod", dst: "pod-b", q: Query{Live: true},
 			want: &Result{Protocol: traceflow.ICMP,
 				Source:      Endpoint{Kind: KindPod, Namespace: "default", Name: "host-pod", IP: ip("192.168.0.11"), Node: "node-1", HostNetwork: true},
@@ -135,7 +142,6 @@ func TestResolveErrors(t *testing.T) {
 		{"destination terminating", "pod-a", "leaving", Query{}, []string{"is being deleted", "pick a pod that is Running"}},
 		{"no IP yet", "no-ip", "pod-b", Query{}, []string{"has no IP address yet", "wait until it has one"}},
 		{"no IPv6 on destination", "pod-a", "pod-b", Query{IPv6: true}, []string{"has no IPv6 address (it has 10.244.2.7)", "drop --ipv6"}},
-		{"host network source", "host-pod", "pod-b", Query{}, []string{"uses the host network", "add --live"}},
 		{"Service not found", "pod-a", "svc/nope", Query{}, []string{"Service default/nope not found", "kubectl get services -n default"}},
 		{"headless", "pod-a", "svc/headless", Query{}, []string{"is headless", "trace to one of its pods"}},
 		{"ExternalName", "pod-a", "svc/external", Query{}, []string{"ExternalName", "trace to the external address"}},

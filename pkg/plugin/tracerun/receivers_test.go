@@ -172,6 +172,17 @@ func TestNodeEndpointsReachTheHelperAndTheRecord(t *testing.T) {
 	if n := EndpointName(res.Source); n != "node/node-1" {
 		t.Errorf("EndpointName = %q, want node/node-1", n)
 	}
+
+	// A host-network pod's traffic is its node's: the same flags, and
+	// the record keeps the pod as its source.
+	res.Source = resolve.Endpoint{Kind: resolve.KindPod, Namespace: "kube-system", Name: "ingress", Node: "node-1", HostNetwork: true}
+	tf = Record(res, DefaultProbe(), 10*time.Second, "abcde")
+	if tf.Spec.Source.Pod != "ingress" || tf.Annotations[labels.SourceNodeAnnotation] != "node-1" {
+		t.Errorf("host-network source: record source %+v, annotations %v", tf.Spec.Source, tf.Annotations)
+	}
+	if p := senderArgs(res, tf); !p.SourceNode || p.SourcePod != "" || p.SourceIP != "" {
+		t.Errorf("host-network source: the helper gets %+v, want --source-node alone", p)
+	}
 }
 
 // runningPod is a running pod on node with ips.

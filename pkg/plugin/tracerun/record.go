@@ -56,8 +56,8 @@ func Record(res *resolve.Result, p Probe, timeout time.Duration, suffix string) 
 	}
 	r.Name = traceflow.Name(srcName, dstName, suffix)
 	tf := traceflow.Build(r)
-	if res.Source.Kind == resolve.KindNode {
-		annotate(tf, labels.SourceNodeAnnotation, res.Source.Name)
+	if res.Source.AsNode() {
+		annotate(tf, labels.SourceNodeAnnotation, res.Source.Node)
 	}
 	if dst.Kind == resolve.KindNode {
 		annotate(tf, labels.DestinationNodeAnnotation, dst.Name)
@@ -86,7 +86,7 @@ func annotate(tf *traceflow.Traceflow, key, value string) {
 // are parsed, so they convert to the helper's unsigned values unchanged.
 func senderArgs(res *resolve.Result, tf *traceflow.Traceflow) report.ProbeArgs {
 	p := report.ProbeArgs{Destination: res.Destination.IP.String()}
-	if res.Source.Kind == resolve.KindNode {
+	if res.Source.AsNode() {
 		p.SourceNode = true
 	} else {
 		p.SourcePod = res.Source.Namespace + "/" + res.Source.Name
