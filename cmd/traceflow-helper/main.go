@@ -94,11 +94,14 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 func runTrace(ctx context.Context, o *options, stdin io.Reader, out *report.Writer, logf func(string, ...any)) int {
 	common := o.common(out, logf)
 	if o.args.StartOnStdin {
-		if err := waitForGo(ctx, stdin); err != nil {
+		in := watchInput(stdin)
+		if err := in.waitForGo(ctx); err != nil {
 			_ = out.Write(report.Line{Type: report.TypeError, Error: &report.Error{Code: report.ErrorSetup, Message: err.Error()}})
 			logf("traceflow-helper trace: %v", err)
 			return tracer.ExitSetup
 		}
+		// Runs after the last line is written, before the exit.
+		defer in.waitForEnd(endWaitLimit)
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.args.Timeout+10*time.Second)
 	defer cancel()
@@ -128,6 +131,41 @@ func runTrace(ctx context.Context, o *options, stdin io.Reader, out *report.Writ
 // receivers' start, image pulls included, fits well within it.
 const goWaitLimit = 2 * time.Minute
 
+// endWaitLimit bounds how long a helper waits, after its last line, for
+// the plugin to end its input: an attach stream can lose what a container
+// wrote just before it exited (seen in the lab under load: a result line
+// cut off), so the helper exits only once the plugin says it has read the
+// report, or after this, for a plugin that does not say.
+const endWaitLimit = 5 * time.Second
+
+// pluginInput is the plugin's side of an attach: a first line that says go,
+// then the end of input once the plugin has read the report's last line.
+type pluginInput struct {
+	goLine chan error
+	ended  chan struct{}
+}
+
+// watchInput reads stdin for the go and then for its end. A nil stdin
+// has neither.
+func watchInput(stdin io.Reader) *pluginInput {
+	in := &pluginInput{goLine: make(chan error, 1), ended: make(chan struct{})}
+	if stdin == nil {
+		in.goLine <- errors.New("--start-on-stdin needs a standard input")
+		close(in.ended)
+		return in
+	}
+	go func() {
+		defer close(in.ended)
+		r := bufio.NewReader(stdin)
+		_, err := r.ReadString('\n')
+		in.goLine <- err
+		if err == nil {
+			_, _ = io.Copy(io.Discard, r)
+		}
+	}()
+	return in
+}
+
 // waitForGo blocks until a line arrives on stdin. The plugin starts the
 // sender's pod together with the receivers' and writes the line once every
 // receiver is ready, so the sender's start overlaps theirs; the sender
@@ -135,17 +173,9 @@ const goWaitLimit = 2 * time.Minute
 // moment the plugin has attached: nothing it prints is then missed by the
 // attach, which carries its report. End of input first means the plugin
 // went away: the helper must not start.
-func waitForGo(ctx context.Context, stdin io.Reader) error {
-	if stdin == nil {
-		return errors.New("--start-on-stdin needs a standard input")
-	}
-	got := make(chan error, 1)
-	go func() {
-		_, err := bufio.NewReader(stdin).ReadString('\n')
-		got <- err
-	}()
+func (in *pluginInput) waitForGo(ctx context.Context) error {
 	select {
-	case err := <-got:
+	case err := <-in.goLine:
 		if err != nil {
 			return fmt.Errorf("standard input ended before the plugin said go (%w): not starting", err)
 		}
@@ -154,5 +184,13 @@ func waitForGo(ctx context.Context, stdin io.Reader) error {
 		return fmt.Errorf("stopped while waiting for the plugin's go: %w", ctx.Err())
 	case <-time.After(goWaitLimit):
 		return fmt.Errorf("no go from the plugin within %s: not starting", goWaitLimit)
+	}
+}
+
+// waitForEnd returns once the plugin has ended the input, or after limit.
+func (in *pluginInput) waitForEnd(limit time.Duration) {
+	select {
+	case <-in.ended:
+	case <-time.After(limit):
 	}
 }

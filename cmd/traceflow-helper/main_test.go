@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/dscp"
 )
@@ -75,19 +76,64 @@ func TestSetupErrorIsJSONAndExit4(t *testing.T) {
 }
 
 func TestWaitForGo(t *testing.T) {
-	if err := waitForGo(context.Background(), strings.NewReader("go\n")); err != nil {
+	if err := watchInput(strings.NewReader("go\n")).waitForGo(context.Background()); err != nil {
 		t.Fatalf("a line on stdin is the go: %v", err)
 	}
-	err := waitForGo(context.Background(), strings.NewReader(""))
+	err := watchInput(strings.NewReader("")).waitForGo(context.Background())
 	if err == nil || !strings.Contains(err.Error(), "not starting") {
 		t.Fatalf("end of input before go must refuse to start, got %v", err)
+	}
+	if err := watchInput(nil).waitForGo(context.Background()); err == nil || !strings.Contains(err.Error(), "needs a standard input") {
+		t.Fatalf("no standard input at all: got %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	r, w := io.Pipe()
 	defer w.Close()
-	if err := waitForGo(ctx, r); err == nil {
+	if err := watchInput(r).waitForGo(ctx); err == nil {
 		t.Fatal("a cancelled wait returned no error")
+	}
+}
+
+// After its last line a helper waits for the plugin to end its input (the
+// plugin has read the report), and no longer than its limit: an attach
+// may lose what a container writes just before it exits.
+func TestWaitForEndOfInput(t *testing.T) {
+	r, w := io.Pipe()
+	in := watchInput(r)
+	go func() { _, _ = w.Write([]byte("go\n")) }()
+	if err := in.waitForGo(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		in.waitForEnd(time.Minute)
+		close(done)
+	}()
+	select {
+	case <-done:
+		t.Fatal("returned while the input was still open")
+	case <-time.After(50 * time.Millisecond):
+	}
+	_ = w.Close()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("did not return once the input ended")
+	}
+
+	// A plugin that never ends the input: the limit.
+	r2, w2 := io.Pipe()
+	defer w2.Close()
+	in = watchInput(r2)
+	go func() { _, _ = w2.Write([]byte("go\n")) }()
+	if err := in.waitForGo(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	in.waitForEnd(100 * time.Millisecond)
+	if took := time.Since(start); took < 100*time.Millisecond {
+		t.Errorf("returned after %s, before its limit, with the input open", took)
 	}
 }
 

@@ -22,8 +22,11 @@ func (f *podFleet) attach(ctx context.Context, pod string) {
 	in := f.input(pod)
 	outR, outW := io.Pipe()
 	errR, errW := io.Pipe()
-	go f.scan(ctx, pod, outR, true)
-	go f.scan(ctx, pod, errR, false)
+	// Once the report's last line is read, the input ends: the helper
+	// waits for that before it exits, so that nothing it wrote is lost
+	// with its container (report/FORMAT.md, step 5).
+	go f.scan(ctx, pod, outR, true, func() { _ = in.w.Close() })
+	go f.scan(ctx, pod, errR, false, nil)
 	err := f.cluster.Attach(ctx, f.namespace, pod, in.r, outW, errW)
 	// End the input from the writer's side: the attach's copy of it may
 	// outlive the stream, and reads end of input quietly where a closed
@@ -52,14 +55,15 @@ func (f *podFleet) follow(ctx context.Context, pod string) {
 		return
 	}
 	defer rc.Close() //nolint:errcheck // a read-only stream
-	f.scan(ctx, pod, rc, true)
+	f.scan(ctx, pod, rc, true, nil)
 }
 
 // scan sends r's lines into the loop: report lines, and any other line as
 // text, kept so that a failing helper can be quoted (a panic's stack
 // trace, a shell error). Where r is the report (not standard error), its
-// end is sent too.
-func (f *podFleet) scan(ctx context.Context, pod string, r io.Reader, isReport bool) {
+// end is sent too, and atLast (if not nil) is called once the report's
+// last line is read (reportEnd).
+func (f *podFleet) scan(ctx context.Context, pod string, r io.Reader, isReport bool, atLast func()) {
 	send := func(m lineMsg) bool {
 		select {
 		case f.lines <- m:
@@ -70,6 +74,7 @@ func (f *podFleet) scan(ctx context.Context, pod string, r io.Reader, isReport b
 	}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64*1024), 8*1024*1024)
+	var tail reportEnd
 	for sc.Scan() {
 		if len(sc.Bytes()) == 0 {
 			continue
@@ -83,6 +88,10 @@ func (f *podFleet) scan(ctx context.Context, pod string, r io.Reader, isReport b
 		if !send(m) {
 			return
 		}
+		if isReport && m.text == "" && tail.last(m.line.Type) && atLast != nil {
+			atLast()
+			atLast = nil
+		}
 	}
 	if !isReport {
 		return
@@ -92,6 +101,24 @@ func (f *podFleet) scan(ctx context.Context, pod string, r io.Reader, isReport b
 		end = io.EOF
 	}
 	send(lineMsg{pod: pod, eof: end})
+}
+
+// reportEnd tells a one-shot helper's last line (report/FORMAT.md, Order):
+// an error line, which the program writes as it exits, or the cleanup line
+// that follows a result line (a cleanup line without a result before it
+// is followed by an error line).
+type reportEnd struct{ result bool }
+
+func (e *reportEnd) last(t report.LineType) bool {
+	switch t {
+	case report.TypeError:
+		return true
+	case report.TypeResult:
+		e.result = true
+	case report.TypeCleanup:
+		return e.result
+	}
+	return false
 }
 
 // logRetry is how often to ask again for the log of a container that the
