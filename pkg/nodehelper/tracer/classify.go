@@ -109,6 +109,12 @@ type Verdict struct {
 	// follow (a dp_hash select group, a tunnel's decapsulation): the packet
 	// goes on, and where to is not known yet.
 	Open bool
+	// Held is true where the pipeline's agent keeps the packet and sends
+	// it on later, out of OVS's sight: OVN's arp and nd_ns actions, which
+	// ovn-controller answers by resolving the next hop's MAC and sending
+	// the packet once the MAC is learned. Not a drop, and not followed:
+	// the trace is not complete (Open is set too).
+	Held bool
 	// Reason says, in OVS's words, why (the datapath actions, the reject's
 	// userdata).
 	Reason string
@@ -147,6 +153,9 @@ func Classify(h ofproto.Hop, br *ovsdb.Bridge, tunnelDst string) Verdict {
 		if IsReject(c) {
 			return Verdict{Action: report.ActionRejected}
 		}
+		if IsNextHopResolution(c) {
+			return heldForNextHop(c)
+		}
 	}
 	if len(outs) == 0 {
 		return Verdict{Action: report.ActionForwarded}
@@ -173,7 +182,7 @@ func Final(t ofproto.Trace, br *ovsdb.Bridge) (int, Verdict) {
 	}
 	for i, h := range t.Hops {
 		v := Classify(h, br, t.TunnelDst)
-		if v.Action != report.ActionForwarded || v.Port != nil {
+		if v.Action != report.ActionForwarded || v.Port != nil || v.Held {
 			return i, v
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/ofproto"
@@ -215,6 +216,33 @@ func TestFinalOtherBridgeAndController(t *testing.T) {
 		Ports: ports, Hops: []ofproto.Hop{{Table: 0, Actions: []string{"goto_table:3"}}, {Table: 3, Actions: []string{"controller(userdata=00.01)"}}}}
 	if i, v := Final(tr, ovsNode()); i != 1 || v.Action != report.ActionDropped {
 		t.Errorf("controller, no reject: hop %d %+v", i, v)
+	}
+}
+
+// OVN's arp {} and nd_ns {} hand the packet to ovn-controller, which
+// resolves the next hop's MAC and sends the packet on later: neither a
+// drop nor a delivery, and not complete (Open, exit 3), whether the trace
+// has datapath actions or only its hops.
+func TestNextHopResolutionIsHeldNotDropped(t *testing.T) {
+	for _, tc := range []struct {
+		userdata, what string
+		held           bool
+	}{
+		{"00.00.00.00.00.00.00.00.ff", "an ARP request", true},
+		{"00.00.00.09.00.00.00.00.ff", "a neighbor solicitation", true},
+		{"00.00.00.01.00.00.00.00", "", false},    // put_arp: no resolution
+		{"00.00.00.00.00.00.00.01.ff", "", false}, // not OVN's padding
+	} {
+		hops := []ofproto.Hop{{Table: 0, Actions: []string{"resubmit(,8)"}}, {Table: 8, Actions: []string{"controller(userdata=" + tc.userdata + ")"}}}
+		for _, dp := range []string{"userspace(pid=0,controller(reason=1,dont_send=0,continuation=0,recirc_id=5,rule_cookie=0x0,controller_id=0,max_len=65535))", ""} {
+			i, v := Final(ofproto.Trace{Bridge: "br-int", DatapathActions: dp, Hops: hops}, ovsNode())
+			if v.Held != tc.held || (tc.held && (i != 1 || !v.Open || v.Action != report.ActionForwarded || !strings.Contains(v.Reason, tc.what))) {
+				t.Errorf("userdata %s, datapath actions %q: hop %d %+v; want held %v (%s)", tc.userdata, dp, i, v, tc.held, tc.what)
+			}
+			if tc.held && exitCode(v) != ExitTimeout {
+				t.Errorf("userdata %s: exit %d, want %d (not complete)", tc.userdata, exitCode(v), ExitTimeout)
+			}
+		}
 	}
 }
 

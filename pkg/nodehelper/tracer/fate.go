@@ -64,6 +64,13 @@ func fateVerdict(t ofproto.Trace, br *ovsdb.Bridge) (int, Verdict) {
 			}
 		}
 		for i := len(t.Hops) - 1; i >= last; i-- {
+			for _, c := range t.Hops[i].Controllers() {
+				if IsNextHopResolution(c) {
+					return i, heldForNextHop(c)
+				}
+			}
+		}
+		for i := len(t.Hops) - 1; i >= last; i-- {
 			if len(t.Hops[i].Controllers()) > 0 {
 				return i, Verdict{Action: report.ActionDropped, Reason: "handed to the OpenFlow controller, which the pipeline does not mark as a reject; the datapath outputs nothing"}
 			}
@@ -230,6 +237,39 @@ func IsReject(c ofproto.ControllerAction) bool {
 		return ovnRejectOpcodes[binary.BigEndian.Uint32(u)]
 	}
 	return false
+}
+
+// IsNextHopResolution says whether a controller action is OVN's arp {} or
+// nd_ns {} (opcodes ACTION_OPCODE_ARP 0 and ACTION_OPCODE_ND_NS 9, in the
+// encoding IsReject reads): a logical router that does not know its next
+// hop's MAC hands the packet to ovn-controller, which sends an ARP request
+// or a neighbor solicitation in its place, keeps the packet, and sends it
+// on once the answer has taught it the MAC. The packet is not dropped;
+// where it goes after that, OVS's trace does not say.
+func IsNextHopResolution(c ofproto.ControllerAction) bool {
+	u := c.Userdata
+	if len(u) < 8 || binary.BigEndian.Uint32(u[4:8]) != 0 {
+		return false
+	}
+	op := binary.BigEndian.Uint32(u)
+	return op == ovnOpcodeARP || op == ovnOpcodeNDNS
+}
+
+// OVN's opcodes of next-hop resolution (include/ovn/actions.h).
+const (
+	ovnOpcodeARP  = 0
+	ovnOpcodeNDNS = 9
+)
+
+// heldForNextHop is the verdict of a hop that hands the packet to
+// ovn-controller to resolve its next hop's MAC (IsNextHopResolution).
+func heldForNextHop(c ofproto.ControllerAction) Verdict {
+	what := "an ARP request"
+	if binary.BigEndian.Uint32(c.Userdata) == ovnOpcodeNDNS {
+		what = "a neighbor solicitation"
+	}
+	return Verdict{Action: report.ActionForwarded, Open: true, Held: true,
+		Reason: fmt.Sprintf("the logical router does not know the next hop's MAC: ovn-controller sends %s in the packet's place and keeps the packet, to send it on once the MAC is learned, out of the helper's sight (controller userdata % x)", what, c.Userdata)}
 }
 
 // Antrea's packet-in userdata (pkg/agent/openflow/packetin.go).

@@ -56,6 +56,9 @@ type watcher struct {
 	// translated is set once a destination translation is reported: later
 	// hops see the translated address, which is no new translation.
 	translated bool
+	// srcTranslated is set once a source translation (SNAT, as a gateway
+	// router's on the way out of the pod network) is reported.
+	srcTranslated bool
 	// final, verdict and last are goal's answer, asked again whenever the
 	// path is extended.
 	final   int
@@ -92,6 +95,31 @@ func (w *watcher) emitTranslation(ctx context.Context, dstIP netip.Addr, i int) 
 	return w.emit(ctx, report.Observation{
 		Component: report.ComponentLB, ComponentInfo: w.s.natTable(w.p.t, i), Action: report.ActionForwarded,
 		TranslatedDstIP: dstIP.String(),
+	}, nil)
+}
+
+// emitSourceTranslation reports that the probe, seen at hop i with the
+// source srcIP, had its source translated (SNAT): the real packet says
+// so, attributed to the last hop up to i whose flow asks conntrack for a
+// source NAT (else the last conntrack hop).
+func (w *watcher) emitSourceTranslation(ctx context.Context, srcIP netip.Addr, i int) error {
+	w.srcTranslated = true
+	at := w.p.t.Hops[i]
+	found := false
+	for _, want := range []string{"nat(src=", "ct("} {
+		for j := i; j >= 0 && !found; j-- {
+			for _, a := range w.p.t.Hops[j].Actions {
+				if strings.Contains(a, want) {
+					at, found = w.p.t.Hops[j], true
+					break
+				}
+			}
+		}
+	}
+	hn := w.s.names.NameHop(at)
+	return w.emit(ctx, report.Observation{
+		Component: hn.Component, ComponentInfo: hn.Where, Action: report.ActionForwarded,
+		TranslatedSrcIP: srcIP.String(),
 	}, nil)
 }
 
@@ -151,6 +179,14 @@ func (w *watcher) observed(ctx context.Context, pin openflow.PacketIn, hop, cand
 	p.observed[i] = true
 	if sum, err := probe.Decode(pin.Packet); err == nil && !w.translated && w.dst.IsValid() && sum.DstIP != w.dst {
 		if err := w.emitTranslation(ctx, sum.DstIP, i); err != nil {
+			return err
+		}
+	}
+	// A source translation without a destination one: a gateway's SNAT
+	// on the way out. (A hairpin's SNAT follows its Service's DNAT, which
+	// is reported already.)
+	if sum, err := probe.Decode(pin.Packet); err == nil && !w.translated && !w.srcTranslated && s.probeSrcIP.IsValid() && sum.SrcIP.IsValid() && sum.SrcIP != s.probeSrcIP {
+		if err := w.emitSourceTranslation(ctx, sum.SrcIP, i); err != nil {
 			return err
 		}
 	}
@@ -297,6 +333,8 @@ func summary(t ofproto.Trace, final int, v Verdict, names Namer) string {
 		port = v.Port.Name
 	}
 	switch {
+	case v.Held:
+		return fmt.Sprintf("handed to ovn-controller by %s, which holds it until it knows the next hop's MAC; the helper does not see it after that, so the trace is not complete (%s)", where, v.Reason)
 	case v.Open:
 		return fmt.Sprintf("the packet went on after %s into a recirculation that neither OVS's trace nor the helper followed further (%s)", where, v.Reason)
 	case v.Action == report.ActionDelivered && v.Port != nil && v.Port.PodName() == "":
