@@ -180,6 +180,9 @@ var holdsIn = map[string][]string{
 	"TestTraceOVNWithoutDatabases": ovnModes,
 	// The genuine OVN-Kubernetes' policy kinds (issue 22).
 	"TestOVNKPoliciesNamed": ovnkOnly,
+	// A node's own traffic and a pod's leaving the pod network, on the
+	// genuine topology (gateway routers, management ports).
+	"TestOVNKNodeAndOutside": ovnkOnly,
 	// The lab's own pipeline.
 	"TestTableNamesInTableFeatures": labOnly,
 	// Traces.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -62,21 +63,43 @@ func realTrafficTimed(t testing.TB, p probe) (outcome, time.Duration) {
 // which says more than the outcome (what came back, and from where).
 func realTrafficResult(t testing.TB, p probe) (outcome, time.Duration, string) {
 	t.Helper()
-	var args []string
+	return runWorkload(t, p, kubectlEnv(), "kubectl", append([]string{"exec", "-n", p.ns, p.pod, "--", "/workload"}, workloadArgs(t, p)...)...)
+}
+
+// nodeTraffic is realTraffic sent by node itself, from its own network
+// namespace (as the kubelet's probes are): the workload binary the lab
+// built, run there with lab.sh exec. p's pod and namespace are unused.
+func nodeTraffic(t testing.TB, node string, p probe) outcome {
+	t.Helper()
+	args := append([]string{"exec", node, filepath.Join(repoRoot(), "bin", "lab", "workload")}, workloadArgs(t, p)...)
+	got, _, _ := runWorkload(t, p, nil, labScript(), args...)
+	return got
+}
+
+// workloadArgs are the workload client's arguments for p.
+func workloadArgs(t testing.TB, p probe) []string {
+	t.Helper()
 	switch p.proto {
 	case "tcp":
-		args = []string{"get", "-timeout", oracleTimeout, fmt.Sprintf("http://%s:%d/", p.dst, p.port)}
+		return []string{"get", "-timeout", oracleTimeout, fmt.Sprintf("http://%s:%d/", p.dst, p.port)}
 	case "udp":
-		args = []string{"udp", "-timeout", oracleTimeout, fmt.Sprintf("%s:%d", p.dst, p.port), "oracle"}
+		return []string{"udp", "-timeout", oracleTimeout, fmt.Sprintf("%s:%d", p.dst, p.port), "oracle"}
 	case "icmp":
-		args = []string{"ping", "-timeout", oracleTimeout, p.dst}
-	default:
-		t.Fatalf("no real traffic for protocol %q", p.proto)
+		return []string{"ping", "-timeout", oracleTimeout, p.dst}
 	}
+	t.Fatalf("no real traffic for protocol %q", p.proto)
+	return nil
+}
+
+// runWorkload runs the workload client through name (kubectl exec, or
+// lab.sh exec) with env (nil: this process's) and reads its outcome: its
+// exit code and its result line must agree.
+func runWorkload(t testing.TB, p probe, env []string, name string, argv ...string) (outcome, time.Duration, string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "kubectl", append([]string{"exec", "-n", p.ns, p.pod, "--", "/workload"}, args...)...)
-	cmd.Env = kubectlEnv()
+	cmd := exec.CommandContext(ctx, name, argv...)
+	cmd.Env = env
 	out, err := cmd.Output()
 	code := 0
 	var ee *exec.ExitError
@@ -103,7 +126,11 @@ func realTrafficResult(t testing.TB, p probe) (outcome, time.Duration, string) {
 	if c, ok := want[got]; !ok || c != code {
 		t.Fatalf("real traffic %+v: exit %d with result %q: the workload client gave no outcome\n%s", p, code, got, out)
 	}
-	t.Logf("real traffic %s/%s -> %s %s:%d: %s", p.ns, p.pod, p.proto, p.dst, p.port, strings.TrimSpace(string(out)))
+	from := p.ns + "/" + p.pod
+	if name != "kubectl" {
+		from = "node " + argv[1]
+	}
+	t.Logf("real traffic %s -> %s %s:%d: %s", from, p.proto, p.dst, p.port, strings.TrimSpace(string(out)))
 	return got, took, line
 }
 
