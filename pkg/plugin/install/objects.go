@@ -94,9 +94,9 @@ func managed() map[string]string {
 // ClusterRules are what every user of the plugin needs cluster-wide.
 func ClusterRules() []rbacv1.PolicyRule {
 	return []rbacv1.PolicyRule{
-		// Resolve SRC and DST; find Antrea's pods; tell a pod's or a Service's IP from
+		// Resolve SRC and DST (pods, Services, nodes); find Antrea's pods; tell a pod's or a Service's IP from
 		// others; read the helper namespace's Pod Security level.
-		{APIGroups: []string{""}, Resources: []string{"pods", "services", "namespaces"}, Verbs: []string{"get", "list"}},
+		{APIGroups: []string{""}, Resources: []string{"pods", "services", "namespaces", "nodes"}, Verbs: []string{"get", "list"}},
 		// A Service's endpoints and their nodes.
 		{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"list"}},
 		// Name the policy behind a drop.
