@@ -176,6 +176,13 @@ func TestTraceMissingPodCreatesNothing(t *testing.T) {
 	if r.code != 1 || !strings.Contains(r.stderr, "no-such-pod") {
 		t.Fatalf("exit %d (want 1), stderr %q", r.code, r.stderr)
 	}
+	// A node that does not exist, as SRC and as DST (issue 26).
+	for _, args := range [][]string{{"node/no-such-node", "a"}, {"a", "node/no-such-node"}} {
+		r := runTrace(t, append([]string{"-n", f.ns}, args...)...)
+		if r.code != 1 || !strings.Contains(r.stderr, "node no-such-node not found") || !strings.Contains(r.stderr, "kubectl get nodes") {
+			t.Errorf("%v: exit %d (want 1), stderr %q", args, r.code, r.stderr)
+		}
+	}
 	assertNothingLeft(t)
 }
 

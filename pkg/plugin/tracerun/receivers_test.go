@@ -183,6 +183,12 @@ func TestNodeEndpointsReachTheHelperAndTheRecord(t *testing.T) {
 	if p := senderArgs(res, tf); !p.SourceNode || p.SourcePod != "" || p.SourceIP != "" {
 		t.Errorf("host-network source: the helper gets %+v, want --source-node alone", p)
 	}
+	// With --live, Antrea's agents trace the pod's own traffic: no node.
+	live := DefaultProbe()
+	live.Live = true
+	if tf = Record(res, live, 10*time.Second, "abcde"); tf.Annotations[labels.SourceNodeAnnotation] != "" {
+		t.Errorf("--live host-network source: annotations %v name a source node", tf.Annotations)
+	}
 }
 
 // runningPod is a running pod on node with ips.

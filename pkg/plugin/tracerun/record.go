@@ -56,7 +56,7 @@ func Record(res *resolve.Result, p Probe, timeout time.Duration, suffix string) 
 	}
 	r.Name = traceflow.Name(srcName, dstName, suffix)
 	tf := traceflow.Build(r)
-	if res.Source.AsNode() {
+	if res.Source.AsNode() && !p.Live {
 		annotate(tf, labels.SourceNodeAnnotation, res.Source.Node)
 	}
 	if dst.Kind == resolve.KindNode {

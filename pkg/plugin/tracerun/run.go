@@ -155,7 +155,8 @@ func (r *Runner) prepare(ctx context.Context, t Trace) (*job, error) {
 		// out. Helper pods see the reject.
 		j.blind = fmt.Sprintf("Service %s has no ready endpoints, and Antrea's proxy rejects a packet to it before any of Antrea's agents reports the packet (its Traceflow only times out)", rec.empty)
 	}
-	if res.Source.AsNode() {
+	asNode := res.Source.AsNode() && !t.Record.Spec.LiveTraffic
+	if asNode {
 		// Antrea's Traceflow injects only at a pod's own port; a helper
 		// injects where the node's own traffic enters the bridge.
 		j.blind = fmt.Sprintf("the source is %s, whose traffic is its node's, and Antrea's Traceflow starts only at a pod's own port", EndpointName(res.Source))
@@ -166,7 +167,7 @@ func (r *Runner) prepare(ctx context.Context, t Trace) (*job, error) {
 	if err != nil {
 		return nil, err
 	}
-	if d.Mode == engine.Agent && res.Source.AsNode() {
+	if d.Mode == engine.Agent && asNode {
 		return nil, exitcode.UsageErrorf("--engine agent: Antrea's Traceflow starts only at a pod's own port, and SRC %s sends as node %s: use --engine helper (or auto), which injects as the node", EndpointName(res.Source), res.Source.Node)
 	}
 	if c.Dynamic != nil {
