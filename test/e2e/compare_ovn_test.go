@@ -431,7 +431,11 @@ func runOnNode(node string, args ...string) (string, error) {
 
 func (r ovnCompareRow) print(w io.Writer, i, n int) {
 	fmt.Fprintf(w, "\n[%d/%d] %s: %s/%s -> %s (%s %d)\n", i, n, r.c.name, r.c.ns, r.c.src, r.c.dst, r.c.p.proto, r.c.p.port)
-	fmt.Fprintf(w, "  helper: %s; real traffic: %s (calls for %s)\n", r.verdict, r.real, verdictFor[r.real])
+	callsFor := string(verdictFor[r.real])
+	if r.c.leaves && r.real == served {
+		callsFor = string(report.ActionForwardedOutOfNetwork)
+	}
+	fmt.Fprintf(w, "  helper: %s; real traffic: %s (calls for %s)\n", r.verdict, r.real, callsFor)
 	for _, n := range r.nodes {
 		fmt.Fprintf(w, "  %s: ovn-trace: %s\n", n.node, n.simCmd)
 		if n.simErr != "" {
