@@ -52,6 +52,9 @@ func (m *machine) onLine(ev evLine) *ending {
 		}
 	case report.TypeResult:
 		h.result, h.ended = l.Result, true
+		if l.ExitCode != nil && *l.ExitCode == exitIncomplete && l.Explanation != nil {
+			h.unfinished = l.Explanation.Summary
+		}
 		return m.checkDone()
 	case report.TypeError:
 		return m.fail(h, l.Error.Message)
@@ -179,8 +182,17 @@ func (m *machine) checkDone() *ending {
 		last := m.hops[len(m.hops)-1]
 		reason = fmt.Sprintf("the probe's last hop was %s %s on %s and nothing after it within %s", last.Observation.Component, last.Observation.Action, last.Node, m.timeout)
 	}
+	if m.sender.unfinished != "" {
+		// The helper knows why it could not follow the probe (a packet
+		// its pipeline's agent holds, a recirculation it could not follow).
+		reason += "; the helper on " + m.sender.node + " says: " + m.sender.unfinished
+	}
 	return &ending{verdict: outcome.Incomplete, reason: reason}
 }
+
+// exitIncomplete is a helper's exit code for a trace it could not complete
+// (tracer.ExitTimeout).
+const exitIncomplete = 3
 
 // pathHops are the hops in path order: the sender's first, then the
 // receivers', each node's in the order it reported them. Arrival order is

@@ -246,6 +246,26 @@ func TestSenderNeverSawItsProbe(t *testing.T) {
 	}
 }
 
+// A helper that knows why it could not complete the trace (its exit 3
+// with a summary: a packet the pipeline's agent holds) is quoted in the
+// verdict's reason.
+func TestIncompleteQuotesTheHelper(t *testing.T) {
+	held := resultLine("n1", report.RoleSender, 3, spoof)
+	held.Explanation = &report.Explanation{Summary: "handed to ovn-controller by lr_in_arp_request (GR_n1), which holds it until it knows the next hop's MAC"}
+	h := newHarness(func(f *fakeCluster, p *corev1.Pod) {
+		f.run(p)
+		f.write(p, readyLine(report.RoleSender), obsLine(spoof, 2, "SpoofGuard", "x"), held)
+		f.end(p)
+	})
+	out, err := h.runner.Run(context.Background(), cfg(), plan())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Verdict != outcome.Incomplete || !strings.Contains(out.Reason, "the helper on n1 says: handed to ovn-controller") {
+		t.Fatalf("verdict %s reason %q: want Incomplete quoting the helper", out.Verdict, out.Reason)
+	}
+}
+
 func TestStartFailures(t *testing.T) {
 	for _, tc := range []struct {
 		name   string

@@ -34,6 +34,9 @@ type helper struct {
 	// goSent: its go was sent (Config.ParallelStart).
 	goSent bool
 	result *report.NodeResult
+	// unfinished is the helper's own word on a result it could not
+	// complete (exit 3): its explanation's summary, or "".
+	unfinished string
 	// noise keeps the last lines that were not report lines (a crash's
 	// stack trace, a shell error) to quote when the helper fails.
 	noise []string
