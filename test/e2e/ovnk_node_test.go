@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -121,21 +122,12 @@ func checkLeftAgainstTraffic(t testing.TB, r traceRun, real outcome) {
 			ends = append(ends, o.Action)
 		}
 	}
-	if !containsAction(ends, report.ActionForwardedOutOfNetwork) || containsAction(ends, report.ActionDropped) || containsAction(ends, report.ActionRejected) {
+	if !slices.Contains(ends, report.ActionForwardedOutOfNetwork) || slices.Contains(ends, report.ActionDropped) || slices.Contains(ends, report.ActionRejected) {
 		t.Errorf("real traffic was served, so the packet must leave the pod network (%s) and nowhere be dropped; the nodes' last hops are %v", report.ActionForwardedOutOfNetwork, ends)
 	}
 	if r.code != 0 {
 		t.Errorf("real traffic was served: exit %d, want 0\n%s", r.code, r.stderr)
 	}
-}
-
-func containsAction(list []report.Action, a report.Action) bool {
-	for _, x := range list {
-		if x == a {
-			return true
-		}
-	}
-	return false
 }
 
 // translatesSource reports whether one of res's hops says the packet's

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"time"
 
@@ -104,19 +105,15 @@ func (w *watcher) emitTranslation(ctx context.Context, dstIP netip.Addr, i int) 
 // source NAT (else the last conntrack hop).
 func (w *watcher) emitSourceTranslation(ctx context.Context, srcIP netip.Addr, i int) error {
 	w.srcTranslated = true
-	at := w.p.t.Hops[i]
-	found := false
-	for _, want := range []string{"nat(src=", "ct("} {
-		for j := i; j >= 0 && !found; j-- {
-			for _, a := range w.p.t.Hops[j].Actions {
-				if strings.Contains(a, want) {
-					at, found = w.p.t.Hops[j], true
-					break
-				}
-			}
-		}
+	hops := w.p.t.Hops[:i+1]
+	j := lastHopWith(hops, func(a string) bool { return strings.Contains(a, "nat(src=") })
+	if j < 0 {
+		j = lastHopWith(hops, func(a string) bool { return strings.Contains(a, "ct(") })
 	}
-	hn := w.s.names.NameHop(at)
+	if j < 0 {
+		j = i
+	}
+	hn := w.s.names.NameHop(w.p.t.Hops[j])
 	return w.emit(ctx, report.Observation{
 		Component: hn.Component, ComponentInfo: hn.Where, Action: report.ActionForwarded,
 		TranslatedSrcIP: srcIP.String(),
@@ -177,7 +174,8 @@ func (w *watcher) observed(ctx context.Context, pin openflow.PacketIn, hop, cand
 		return nil
 	}
 	p.observed[i] = true
-	if sum, err := probe.Decode(pin.Packet); err == nil && !w.translated && w.dst.IsValid() && sum.DstIP != w.dst {
+	sum, derr := probe.Decode(pin.Packet)
+	if derr == nil && !w.translated && w.dst.IsValid() && sum.DstIP != w.dst {
 		if err := w.emitTranslation(ctx, sum.DstIP, i); err != nil {
 			return err
 		}
@@ -185,7 +183,7 @@ func (w *watcher) observed(ctx context.Context, pin openflow.PacketIn, hop, cand
 	// A source translation without a destination one: a gateway's SNAT
 	// on the way out. (A hairpin's SNAT follows its Service's DNAT, which
 	// is reported already.)
-	if sum, err := probe.Decode(pin.Packet); err == nil && !w.translated && !w.srcTranslated && s.probeSrcIP.IsValid() && sum.SrcIP.IsValid() && sum.SrcIP != s.probeSrcIP {
+	if derr == nil && !w.translated && !w.srcTranslated && s.probeSrcIP.IsValid() && sum.SrcIP.IsValid() && sum.SrcIP != s.probeSrcIP {
 		if err := w.emitSourceTranslation(ctx, sum.SrcIP, i); err != nil {
 			return err
 		}
@@ -193,10 +191,8 @@ func (w *watcher) observed(ctx context.Context, pin openflow.PacketIn, hop, cand
 	h := p.t.Hops[i]
 	v := w.hopVerdict(i, pin)
 	o := decidingACL(Observation(h, v, s.names), p.t, i, s.names)
-	if v.Action == report.ActionDelivered {
-		if sum, err := probe.Decode(pin.Packet); err == nil {
-			o.DstMAC = sum.DstMAC.String()
-		}
+	if v.Action == report.ActionDelivered && derr == nil {
+		o.DstMAC = sum.DstMAC.String()
 	}
 	hr := HopReport(i, h, s.names, true)
 	if sibs := p.siblings[hop]; cand < len(sibs) {
@@ -296,21 +292,23 @@ func (s *session) natTable(t ofproto.Trace, i int) string {
 			}
 		}
 	}
-	for j := i - 1; j >= 0; j-- {
-		for _, a := range t.Hops[j].Actions {
-			if strings.HasPrefix(a, "group:") {
-				return s.names.NameHop(t.Hops[j]).Where
-			}
-		}
-	}
-	for j := i - 1; j >= 0; j-- {
-		for _, a := range t.Hops[j].Actions {
-			if strings.HasPrefix(a, "ct(") {
-				return s.names.NameHop(t.Hops[j]).Where
-			}
+	for _, prefix := range []string{"group:", "ct("} {
+		if j := lastHopWith(t.Hops[:i], func(a string) bool { return strings.HasPrefix(a, prefix) }); j >= 0 {
+			return s.names.NameHop(t.Hops[j]).Where
 		}
 	}
 	return s.names.NameHop(t.Hops[i]).Where
+}
+
+// lastHopWith is the index of the last of hops with an action that want
+// accepts, or -1.
+func lastHopWith(hops []ofproto.Hop, want func(string) bool) int {
+	for j := len(hops) - 1; j >= 0; j-- {
+		if slices.ContainsFunc(hops[j].Actions, want) {
+			return j
+		}
+	}
+	return -1
 }
 
 func lastTrue(b []bool) int {

@@ -88,7 +88,7 @@ func (f *podFleet) scan(ctx context.Context, pod string, r io.Reader, isReport b
 		if !send(m) {
 			return
 		}
-		if isReport && m.text == "" && tail.last(m.line.Type) && atLast != nil {
+		if atLast != nil && m.text == "" && tail.last(m.line.Type) {
 			atLast()
 			atLast = nil
 		}
