@@ -281,3 +281,36 @@ func encodeOXM(f OXMField) []byte {
 	}
 	return b
 }
+
+// IPProtoField is OXM_OF_IP_PROTO; it needs an IPv4 or IPv6 eth_type
+// before it.
+func IPProtoField(proto uint8) []byte { return oxm(classOpenFlow, 10, []byte{proto}) }
+
+// IPDstField is OXM_OF_IPV4_DST or OXM_OF_IPV6_DST, by a's family.
+func IPDstField(a netip.Addr) []byte {
+	if a.Is4() {
+		return oxm(classOpenFlow, 12, a.AsSlice())
+	}
+	return oxm(classOpenFlow, 27, a.AsSlice())
+}
+
+// L4DstField is OXM_OF_TCP_DST (proto 6) or OXM_OF_UDP_DST (17); it
+// needs the IP protocol before it.
+func L4DstField(proto uint8, port uint16) []byte {
+	field := uint8(14)
+	if proto == 17 {
+		field = 16
+	}
+	return oxm(classOpenFlow, field, binary.BigEndian.AppendUint16(nil, port))
+}
+
+// ICMPTypeField is OXM_OF_ICMPV4_TYPE, or OXM_OF_ICMPV6_TYPE for v6.
+func ICMPTypeField(v6 bool, typ uint8) []byte {
+	if v6 {
+		return oxm(classOpenFlow, 29, []byte{typ})
+	}
+	return oxm(classOpenFlow, 19, []byte{typ})
+}
+
+// SetDSCPAction sets the IP DSCP (the ECN bits stay).
+func SetDSCPAction(dscp uint8) []byte { return SetFieldAction(DSCPField(dscp)) }

@@ -45,7 +45,9 @@ type HelperArgs struct {
 	// needs it).
 	Tag uint
 	// Mark is the probe's mark; 0 derives it from the tag.
-	Mark        uint
+	Mark uint
+	// ReplyTag follows the answer too, with this tag; 0 does not.
+	ReplyTag    uint
 	AntreaAgent string
 	// AntreaToken is the file of the Antrea agent's token; "" is the one
 	// the agent writes for its own antctl.
@@ -104,6 +106,7 @@ func (a HelperArgs) Args() []string {
 	args = appendString(args, "--antrea-agent", a.AntreaAgent)
 	args = appendString(args, "--antrea-token", a.AntreaToken)
 	args = appendUint(args, "--mark", a.Mark)
+	args = appendUint(args, "--reply-tag", a.ReplyTag)
 	if a.StartOnStdin {
 		args = append(args, "--start-on-stdin")
 	}

@@ -71,6 +71,23 @@ type Line struct {
 	Error    *Error   `json:"error,omitempty"`
 	Cleanup  *Cleanup `json:"cleanup,omitempty"`
 	Serving  *Serving `json:"serving,omitempty"`
+	// Reply marks the lines of the answer's trace (--reply-tag): the
+	// destination's answer to the probe, followed back on this node.
+	Reply bool `json:"reply,omitempty"`
+	// Answer says what the answer is, on the observation of the node
+	// where the answer was caught.
+	Answer *Answer `json:"answer,omitempty"`
+}
+
+// Answer is what came back to the probe's source.
+type Answer struct {
+	// Kind names the packet: "SYN-ACK", "RST", "echo reply", "UDP",
+	// "ICMP DestinationUnreachable(Port)", ...
+	Kind string `json:"kind"`
+	// Refused is true for an answer that says no: a RST, an ICMP error.
+	Refused bool `json:"refused,omitempty"`
+	// From is the answer's source address where it was caught.
+	From string `json:"from,omitempty"`
 }
 
 // Command is one line of a serve helper's standard input: start the trace
@@ -214,6 +231,7 @@ type Writer struct {
 	now   func() time.Time
 	mu    *sync.Mutex
 	trace string
+	reply bool
 }
 
 // NewWriter writes JSON lines to w with timestamps from now.
@@ -232,6 +250,14 @@ func (w *Writer) ForTrace(id string) *Writer {
 	return &c
 }
 
+// ForReply returns a writer to the same stream that marks every line as
+// the answer's (Line.Reply).
+func (w *Writer) ForReply() *Writer {
+	c := *w
+	c.reply = true
+	return &c
+}
+
 // Write stamps l with the version, time and (from a ForTrace writer) trace
 // id, and writes it.
 func (w *Writer) Write(l Line) error {
@@ -241,6 +267,9 @@ func (w *Writer) Write(l Line) error {
 	}
 	if w.trace != "" {
 		l.Trace = w.trace
+	}
+	if w.reply {
+		l.Reply = true
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()

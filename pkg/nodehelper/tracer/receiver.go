@@ -50,25 +50,49 @@ func Receive(ctx context.Context, c Common) (Outcome, error) {
 			catch.FlowMods = append(catch.FlowMods, openflow.NewFlow(0, 0, 0xffff, s.cookie|kindCatch, s.c.hardTimeout(), m, actions))
 		}
 	}
+	var reply *ReplyRun
+	if c.ReplyTag != 0 {
+		if reply, err = OpenReply(ctx, c); err != nil {
+			return Outcome{ExitCode: ExitSetup}, err
+		}
+	}
 	if err := s.install(ctx, catch, true); err != nil {
-		return Outcome{ExitCode: ExitSetup}, setupErr("%w", err)
+		return reply.after(Outcome{ExitCode: ExitSetup}, setupErr("%w", err))
 	}
 	if err := s.ready(report.RoleReceiver, len(catch.FlowMods), "", ""); err != nil {
-		return Outcome{ExitCode: ExitSetup}, err
+		return reply.after(Outcome{ExitCode: ExitSetup}, err)
 	}
 	pin, ok, err := s.waitCatch(ctx, catch)
 	if err != nil || !ok {
-		return s.notSeen(err)
+		return reply.after(s.notSeen(err))
 	}
-	// From here on the packet waits in OVS: be quick, and resume it on
-	// every path so that it is not silently lost.
+	if reply != nil {
+		// The answer is armed for before the probe goes on to its
+		// destination, whose kernel answers at once.
+		if to, ok := probe.ReplyToFrame(pin.Packet); ok {
+			if err := reply.Arm(to); err != nil {
+				_ = s.of.Send(openflow.Resume(s.of.NextXid(), pin))
+				return reply.after(Outcome{ExitCode: ExitSetup}, err)
+			}
+		}
+	}
+	received := report.Observation{Component: report.ComponentForwarding, ComponentInfo: s.names.NameHop(ofproto.Hop{Table: 0, NoMatch: true}).Where, Action: report.ActionReceived}
+	out, err := s.follow(ctx, pin, report.RoleReceiver, received, pin.Packet)
+	return reply.after(out, err)
+}
+
+// follow traces a packet a catch flow paused, installs the copies of its
+// path, resumes it and watches it, the catch's observation (received)
+// first. frame is the packet as the catch flow's remaining actions leave
+// it. From here on the packet waits in OVS: be quick, and resume it on
+// every path so that it is not silently lost.
+func (s *session) follow(ctx context.Context, pin openflow.PacketIn, role report.Role, received report.Observation, frame []byte) (Outcome, error) {
 	md := pin.Metadata
 	flow := fmt.Sprintf("in_port=%d", md.InPort) + tunnelFlow(md)
-	received := report.Observation{Component: report.ComponentForwarding, ComponentInfo: s.names.NameHop(ofproto.Hop{Table: 0, NoMatch: true}).Where, Action: report.ActionReceived}
 	if sum, err := probe.Decode(pin.Packet); err == nil {
 		received.TTL = int32(sum.TTL)
 	}
-	if err := s.c.Out.Write(report.Line{Type: report.TypeObservation, Observation: &received}); err != nil {
+	if err := s.c.Out.Write(report.Line{Type: report.TypeObservation, Observation: &received, Answer: s.answer}); err != nil {
 		return Outcome{}, err
 	}
 	s.forget(kindCatch)
@@ -80,12 +104,12 @@ func Receive(ctx context.Context, c Common) (Outcome, error) {
 		_ = s.of.Send(openflow.Resume(s.of.NextXid(), pin))
 		return Outcome{ExitCode: ExitSetup}, setupErr("remove catch flows: %w", err)
 	}
-	t, err := s.trace(ctx, flow, pin.Packet)
+	t, err := s.trace(ctx, flow, frame)
 	if err != nil {
 		_ = s.of.Send(openflow.Resume(s.of.NextXid(), pin))
-		return Outcome{ExitCode: ExitSetup}, setupErr("ask OVS for its trace of the received probe: %w", err)
+		return Outcome{ExitCode: ExitSetup}, setupErr("ask OVS for its trace of the caught packet: %w", err)
 	}
-	sum, _ := probe.Decode(pin.Packet)
+	sum, _ := probe.Decode(frame)
 	ethType := uint16(0x0800)
 	if sum.DstIP.Is6() {
 		ethType = 0x86dd
@@ -93,7 +117,7 @@ func Receive(ctx context.Context, c Common) (Outcome, error) {
 	p := &path{t: t, ethType: ethType}
 	_, err = s.plan(ctx, p, 0, true)
 	if rerr := s.of.Send(openflow.Resume(s.of.NextXid(), pin)); rerr != nil && err == nil {
-		err = fmt.Errorf("resume the probe: %w", rerr)
+		err = fmt.Errorf("resume the caught packet: %w", rerr)
 	}
 	if err != nil {
 		return Outcome{ExitCode: ExitSetup}, setupErr("%w", err)
@@ -102,7 +126,7 @@ func Receive(ctx context.Context, c Common) (Outcome, error) {
 	if sum.DstIP.IsValid() {
 		dst = sum.DstIP
 	}
-	return s.watch(ctx, report.RoleReceiver, p, dst, []report.Observation{received})
+	return s.watch(ctx, role, p, dst, []report.Observation{received})
 }
 
 func (s *session) waitCatch(ctx context.Context, catch Plan) (openflow.PacketIn, bool, error) {

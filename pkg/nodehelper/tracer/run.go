@@ -53,6 +53,10 @@ type Common struct {
 	Logf    func(format string, args ...any)
 	// Random supplies the cookie's and controller id's random bits.
 	Random func() uint32
+	// ReplyTag, where set, follows the destination's answer to the probe
+	// too, tagged with it (reply.go): a second tag, so that the answer's
+	// copies and the probe's never see each other's packet.
+	ReplyTag uint8
 	// Rules names the policy rule behind a conjunction id (Antrea's agent,
 	// where the plugin says one runs on the node); nil names none.
 	Rules RuleNamer
@@ -100,6 +104,11 @@ type session struct {
 	lookups     map[uint32]*ruleLookup
 	rulesCtx    context.Context
 	rulesCancel context.CancelFunc
+	// want, where set, tells the packet the trace follows (an answer)
+	// instead of the probe.
+	want func(frame []byte) bool
+	// answer is what the answer the trace follows says.
+	answer *report.Answer
 	// hostAddrs reads the node's addresses on a port's host interface
 	// (ToOwnAddress).
 	hostAddrs HostAddrs
@@ -122,6 +131,9 @@ func (s *session) trace(ctx context.Context, md string, frame []byte) (ofproto.T
 
 // isProbe tells the probe from other packets carrying its tag.
 func (s *session) isProbe(frame []byte) bool {
+	if s.want != nil {
+		return s.want(frame)
+	}
 	sum, err := probe.Decode(frame)
 	return err == nil && sum.IsProbe(s.c.Tag, s.c.Mark, s.probeSrcPort)
 }

@@ -79,17 +79,26 @@ func Trace(ctx context.Context, spec TraceSpec) (Outcome, error) {
 	if err != nil {
 		return Outcome{ExitCode: ExitSetup}, setupErr("%w", err)
 	}
+	var reply *ReplyRun
+	if s.c.ReplyTag != 0 {
+		if reply, err = OpenReply(ctx, s.c); err != nil {
+			return Outcome{ExitCode: ExitSetup}, err
+		}
+		if err := reply.Arm(ps.Reply()); err != nil {
+			return reply.after(Outcome{ExitCode: ExitSetup}, err)
+		}
+	}
 	if err := s.ready(report.RoleSender, len(plan.FlowMods), src.Name, string(match)); err != nil {
-		return Outcome{ExitCode: ExitSetup}, err
+		return reply.after(Outcome{ExitCode: ExitSetup}, err)
 	}
 	po, err := openflow.PacketOut(s.of.NextXid(), uint32(src.Ofport), pkt) //nolint:gosec // ofport > 0 checked
 	if err == nil {
 		err = s.of.Send(po)
 	}
 	if err != nil {
-		return Outcome{ExitCode: ExitSetup}, setupErr("inject the probe: %w", err)
+		return reply.after(Outcome{ExitCode: ExitSetup}, setupErr("inject the probe: %w", err))
 	}
-	return s.watch(ctx, report.RoleSender, p, ps.DstIP, nil)
+	return reply.after(s.watch(ctx, report.RoleSender, p, ps.DstIP, nil))
 }
 
 // sourcePort is the port the probe enters through; for a probe from the

@@ -1,0 +1,192 @@
+package tracer
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/ofproto"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/openflow"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/probe"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/report"
+)
+
+// The answer's trace (a round trip, --reply-tag).
+//
+// The destination's kernel answers the probe it was delivered (a SYN-ACK,
+// a RST, an echo reply, an ICMP error) with a packet of its own making,
+// which carries neither the probe's tag (Linux does not reflect a SYN's
+// DSCP into its SYN-ACK) nor its mark. So the answer is caught by what it
+// must be: a packet to the probe's source address and source port (TCP,
+// UDP), or an echo reply or ICMP error to that address, checked in the
+// packet-in against the probe (probe.ReplyTo.Answers: the SYN's
+// acknowledgement, the echo's identifier, the probe's header quoted by an
+// ICMP error). Catch flows in table 0, above everything, pause it wherever
+// it enters this node's pipeline (from the answering pod's port, or from
+// a tunnel on its way back), tag it with the reply tag, and send it on
+// through table 0 once the helper has installed the copies of its path,
+// as a receiver does with the probe (Receive). The answer so goes on to
+// the source with the reply tag in its DSCP, nothing else changed; the
+// source pod's kernel, which never opened the connection, answers a
+// SYN-ACK with a RST, as it would any stray SYN-ACK.
+//
+// A packet the catch flows pause that is not the answer (another
+// connection's packet to the same port, another ping's echo reply) goes
+// on with the reply tag in its DSCP, and is not followed.
+
+// ReplyRun is an answer's trace beside the probe's: opened with the
+// probe's trace (its OpenFlow connection, OVSDB and names ready), armed
+// once the probe is known.
+type ReplyRun struct {
+	s      *session
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan struct{}
+	out    Outcome
+	err    error
+}
+
+// OpenReply opens the answer's trace on this node, with c's reply tag.
+func OpenReply(ctx context.Context, c Common) (*ReplyRun, error) {
+	rc := c
+	rc.Tag, rc.ReplyTag, rc.Mark, rc.Out = c.ReplyTag, 0, 0, c.Out.ForReply()
+	ctx, cancel := context.WithCancel(ctx)
+	s, err := open(ctx, rc)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	return &ReplyRun{s: s, ctx: ctx, cancel: cancel}, nil
+}
+
+// Arm installs the catch flows for the answer to the probe to describes
+// and follows the answer in the background. It returns once the catch
+// flows are in, so that the probe can go on.
+func (r *ReplyRun) Arm(to probe.ReplyTo) error {
+	s, ctx := r.s, r.ctx
+	s.want = func(frame []byte) bool {
+		_, ok := to.Answers(frame)
+		return ok
+	}
+	catch, err := s.answerCatch(to)
+	if err == nil {
+		err = s.install(ctx, catch, true)
+	}
+	if err == nil {
+		err = s.ready(report.RoleReceiver, len(catch.FlowMods), "", "")
+	}
+	if err != nil {
+		return setupErr("arm the answer's catch: %w", err)
+	}
+	r.done = make(chan struct{})
+	go func() {
+		defer close(r.done)
+		r.out, r.err = s.followAnswer(ctx, catch, to)
+	}()
+	return nil
+}
+
+// after waits for the answer's trace where the probe's outcome on this
+// node lets an answer pass here, and stops it where it cannot (the probe
+// was dropped here, or left the pod network, where the answer comes back
+// translated and is not caught). It returns the probe's outcome: the
+// answer's lines are its own. A nil r has nothing to wait for.
+func (r *ReplyRun) after(out Outcome, err error) (Outcome, error) {
+	if r == nil {
+		return out, err
+	}
+	if a := out.Final().Action; r.done == nil || err != nil || out.ExitCode != ExitOK || (a != report.ActionDelivered && a != report.ActionForwarded) {
+		r.cancel()
+	}
+	if r.done != nil {
+		<-r.done
+	}
+	r.s.cleanup()
+	r.cancel()
+	return out, err
+}
+
+// Final is the last observation of the node's result (the zero value
+// for none).
+func (o Outcome) Final() report.Observation {
+	obs := o.Result.Observations
+	if len(obs) == 0 {
+		return report.Observation{}
+	}
+	return obs[len(obs)-1]
+}
+
+// answerCatch is the catch flows for the answer to the probe to describes.
+func (s *session) answerCatch(to probe.ReplyTo) (Plan, error) {
+	ca, err := openflow.ControllerAction(s.ctlID, userdata(s.c.Tag, kindCatch, 0, 0), true)
+	if err != nil {
+		return Plan{}, err
+	}
+	actions := append(append(ca, openflow.SetDSCPAction(s.c.Tag)...), openflow.ResubmitAction(0)...)
+	v6 := to.Source.Is6()
+	ethType, icmp := uint16(0x0800), uint8(1)
+	echoReply, errs := uint8(0), []uint8{3, 11}
+	if v6 {
+		ethType, icmp, echoReply, errs = 0x86dd, 58, 129, []uint8{1, 3}
+	}
+	base := append(openflow.EthTypeField(ethType), openflow.IPProtoField(icmp)...)
+	base = append(base, openflow.IPDstField(to.Source)...)
+	var matches [][]byte
+	for _, t := range errs {
+		matches = append(matches, append(append([]byte(nil), base...), openflow.ICMPTypeField(v6, t)...))
+	}
+	switch to.Protocol {
+	case probe.ICMP:
+		matches = append(matches, append(append([]byte(nil), base...), openflow.ICMPTypeField(v6, echoReply)...))
+	case probe.TCP, probe.UDP:
+		proto := uint8(6)
+		if to.Protocol == probe.UDP {
+			proto = 17
+		}
+		m := append(openflow.EthTypeField(ethType), openflow.IPProtoField(proto)...)
+		m = append(m, openflow.IPDstField(to.Source)...)
+		matches = append(matches, append(m, openflow.L4DstField(proto, to.SrcPort)...))
+	default:
+		return Plan{}, fmt.Errorf("no answer to follow for protocol %q", to.Protocol)
+	}
+	var p Plan
+	for _, m := range matches {
+		p.FlowMods = append(p.FlowMods, openflow.NewFlow(0, 0, 0xffff, s.cookie|kindCatch, s.c.hardTimeout(), m, actions))
+	}
+	return p, nil
+}
+
+// followAnswer waits for the answer and follows it on this node. The
+// answer leaves the catch flow with the reply tag in its DSCP: it is
+// traced so.
+func (s *session) followAnswer(ctx context.Context, catch Plan, to probe.ReplyTo) (Outcome, error) {
+	pin, ok, err := s.waitCatch(ctx, catch)
+	if err != nil || !ok {
+		return s.unanswered(ctx, err)
+	}
+	a, _ := to.Answers(pin.Packet)
+	s.answer = &a
+	if src, err := probe.Decode(pin.Packet); err == nil {
+		// A translation of the answer's source (a Service's reply
+		// un-DNATed) is reported as such.
+		s.probeSrcIP = src.SrcIP
+	}
+	received := report.Observation{Component: report.ComponentForwarding, ComponentInfo: s.names.NameHop(ofproto.Hop{Table: 0, NoMatch: true}).Where, Action: report.ActionReceived}
+	return s.follow(ctx, pin, report.RoleReceiver, received, probe.WithDSCP(pin.Packet, s.c.Tag))
+}
+
+// unanswered ends an answer's trace that caught nothing.
+func (s *session) unanswered(ctx context.Context, err error) (Outcome, error) {
+	if err != nil {
+		return Outcome{ExitCode: ExitSetup}, err
+	}
+	res := report.NodeResult{Node: s.c.Node, Role: report.RoleReceiver}
+	code := ExitTimeout
+	ex := &report.Explanation{Summary: fmt.Sprintf("no answer to the probe passed this node within %s", s.c.Timeout)}
+	if ctx.Err() != nil {
+		ex.Summary = "no answer to the probe passed this node before the trace stopped following it"
+	}
+	if err := s.c.Out.Write(report.Line{Type: report.TypeResult, Result: &res, Explanation: ex, ExitCode: &code}); err != nil {
+		return Outcome{}, err
+	}
+	return Outcome{ExitCode: code, Result: res}, nil
+}
