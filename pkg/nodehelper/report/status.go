@@ -49,6 +49,9 @@ type Role string
 const (
 	RoleSender   Role = "Sender"
 	RoleReceiver Role = "Receiver"
+	// RoleReply is ours, not Antrea's: a node's part of the answer's way
+	// back to the source (a round trip).
+	RoleReply Role = "Reply"
 )
 
 // NodeResult is one node's part of a Traceflow status (status.results[]).

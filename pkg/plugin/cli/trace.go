@@ -61,6 +61,7 @@ type TraceOptions struct {
 	ovnRunDir        string
 	bridge           string
 	antreaNames      bool
+	roundTrip        bool
 	changed          func(name string) bool
 
 	// Typed inputs, set by Complete.
@@ -124,8 +125,10 @@ func (o *TraceOptions) addFlags(cmd *cobra.Command) {
 	f.StringVar(&o.ovnRunDir, "ovn-rundir", o.ovnRunDir, "the nodes' OVN run directory, where OVN-Kubernetes keeps the southbound and northbound databases' sockets (hops are named by OVN's logical flows)")
 	f.StringVar(&o.bridge, "bridge", o.bridge, "the OVS bridge that carries pod traffic")
 	f.BoolVar(&o.antreaNames, "antrea-names", o.antreaNames, "helper engine on Antrea: ask each node's Antrea agent (its API on the node, with its own token) which policy and rule a conjunction id stands for; a verdict at a rule waits for the name, about 0.1 s per rule of the policies asked about")
-	f.Var(&enumValue{&o.expect, []string{"delivered", "dropped", "rejected", "any"}}, "expect",
-		"the verdict that exits 0; another verdict exits 2")
+	f.Var(&enumValue{&o.expect, []string{"delivered", "dropped", "rejected", "refused", "any"}}, "expect",
+		"the verdict that exits 0; another verdict exits 2 (with --round-trip, delivered means answered, and refused a delivered probe answered with a RST or an ICMP error)")
+	f.BoolVar(&o.roundTrip, "round-trip", false,
+		"helper engine: also follow the destination's answer (SYN-ACK, RST, echo reply, ICMP error) back to the source, hop by hop, and say whether it was answered, refused, lost on the way back, or unanswered; uses a second tag")
 	f.Var(&enumValue{&o.color, []string{"auto", "always", "never"}}, "color", "colour the output: auto honours NO_COLOR and needs a terminal")
 	f.Var(&dryRunValue{&o.dryRun}, "dry-run", "resolve and print the Traceflow that would be created, and create nothing")
 	f.Lookup("dry-run").NoOptDefVal = "true"
@@ -218,8 +221,29 @@ func (o *TraceOptions) Validate() error {
 			return err
 		}
 	}
+	if err := o.validateRoundTrip(); err != nil {
+		return err
+	}
 	if resolve.SameObject(o.source, dst) {
 		return exitcode.UsageErrorf("SRC and DST are the same %s %q: trace to another pod, a Service, a node or an IP", dst.Kind, dst.Name)
+	}
+	return nil
+}
+
+// validateRoundTrip checks --round-trip against the flags it cannot go
+// with, and --expect refused, which only a round trip can meet.
+func (o *TraceOptions) validateRoundTrip() error {
+	switch {
+	case o.expect == string(outcome.ExpectRefused) && !o.roundTrip:
+		return exitcode.UsageErrorf("--expect refused needs the answer: add --round-trip")
+	case !o.roundTrip:
+		return nil
+	case o.live:
+		return exitcode.UsageErrorf("--round-trip follows the answer to the helper's probe; --live traces real traffic with Antrea's agents: drop one of them")
+	case o.engine == "agent":
+		return exitcode.UsageErrorf("--engine agent: Antrea's Traceflow follows the probe one way only: use --engine helper (or auto) for --round-trip, or drop --round-trip")
+	case o.allEndpoints:
+		return exitcode.UsageErrorf("--round-trip is not supported with --all-endpoints yet: trace to each endpoint on its own")
 	}
 	return nil
 }
@@ -289,8 +313,8 @@ func (o *TraceOptions) finish(s *sink, tf *traceflow.Traceflow, end outcome.Ende
 	if err != nil {
 		return err
 	}
-	code, verr := outcome.ExitCode(end.Verdict, expect, end.Destination)
-	if verr != nil && end.Reason != "" {
+	code, verr := outcome.RoundTripExitCode(end.Verdict, end.Reply, expect, end.Destination)
+	if verr != nil && end.Reason != "" && (end.Reply == nil || end.Reply.Fate == outcome.Answered) {
 		reason := end.Reason
 		if end.Decided != nil && end.Decided.Inferred() {
 			reason += " (predicted by OVS's trace, not observed)"
@@ -311,7 +335,7 @@ func (o *TraceOptions) probe() tracerun.Probe {
 func (o *TraceOptions) runOptions() tracerun.Options {
 	return tracerun.Options{Engine: o.engine, Keep: o.keep, Timeout: o.timeout,
 		HelperImage: o.helperImage, HelperNamespace: o.helperNamespace, OVSRunDir: o.ovsRunDir, OVNRunDir: o.ovnRunDir,
-		Bridge: o.bridge, AntreaNames: o.antreaNames}
+		Bridge: o.bridge, AntreaNames: o.antreaNames, RoundTrip: o.roundTrip}
 }
 
 // cleanupTail are the arguments of the cleanup a second Ctrl-C starts that

@@ -57,7 +57,7 @@ func TestBadInvocations(t *testing.T) {
 		{name: "unknown output", args: []string{"pod-a", "pod-b", "-o", "table"},
 			problem: `invalid argument "table" for "-o, --output"`, fix: "use one of plain, wide, json, yaml"},
 		{name: "unknown expect", args: []string{"pod-a", "pod-b", "--expect", "maybe"},
-			problem: `invalid argument "maybe" for "--expect"`, fix: "use one of delivered, dropped, rejected, any"},
+			problem: `invalid argument "maybe" for "--expect"`, fix: "use one of delivered, dropped, rejected, refused, any"},
 		{name: "unknown color", args: []string{"pod-a", "pod-b", "--color", "sometimes"},
 			problem: `invalid argument "sometimes" for "--color"`, fix: "use one of auto, always, never"},
 		{name: "malformed IPv4", args: []string{"pod-a", "10.0.0.256"},

@@ -20,18 +20,21 @@ func (m *machine) onLine(ev evLine) *ending {
 	if h == nil {
 		return nil
 	}
+	if ev.msg.line.Reply {
+		return m.onReplyLine(h, ev.msg.line, lineTime(ev))
+	}
+	if ev.msg.eof != nil {
+		m.replyStopped(h)
+	}
 	m.noteSettled(h, ev.msg)
 	if h.ended {
-		return nil
+		return m.replyDecided(false)
 	}
 	if msg := ev.msg; msg.problem != "" || msg.attachErr != nil || msg.eof != nil || msg.text != "" {
 		return m.onStream(h, msg)
 	}
 	l := ev.msg.line
-	at := l.Time
-	if at.IsZero() {
-		at = ev.now
-	}
+	at := lineTime(ev)
 	switch l.Type {
 	case report.TypeReady:
 		return m.onReady(h, l, at)
@@ -60,6 +63,15 @@ func (m *machine) onLine(ev evLine) *ending {
 		return m.fail(h, l.Error.Message)
 	}
 	return nil
+}
+
+// lineTime is when a line was written, as the helper says, else when it
+// arrived.
+func lineTime(ev evLine) time.Time {
+	if ev.msg.line.Time.IsZero() {
+		return ev.now
+	}
+	return ev.msg.line.Time
 }
 
 // hopOf is the hop an observation line reports. A rule of an

@@ -22,6 +22,9 @@ type ending struct {
 	decided *outcome.Hop
 	// apiAway: the trace ended because the API server went away.
 	apiAway bool
+	// reply is the answer's fate, for a round trip whose probe was
+	// delivered (reply.go).
+	reply *outcome.ReplyEnd
 }
 
 // lineMsg is what a helper's stream says, for the helper named pod.
@@ -41,13 +44,15 @@ type lineMsg struct {
 // helpers say into events, and carries out the machine's effects through
 // the trace's fleet.
 type tracer struct {
-	r     *Runner
-	cfg   Config
-	plan  Plan
-	tag   uint8
-	m     *machine
-	fleet fleet
-	rec   *recorder
+	r    *Runner
+	cfg  Config
+	plan Plan
+	tag  uint8
+	// replyTag is the answer's tag, for a round trip (0: none).
+	replyTag uint8
+	m        *machine
+	fleet    fleet
+	rec      *recorder
 	// mark is the probe's mark, random per trace: with the tag alone a
 	// pod could forge a packet the helpers count as the probe.
 	mark uint32
@@ -66,7 +71,7 @@ func newTracer(r *Runner, cfg Config, plan Plan, tag uint8, rec *recorder, fl fl
 		// A shared helper runs its part the moment it is handed it.
 		parallel: cfg.ParallelStart && cfg.Pool == nil, shared: cfg.Pool != nil,
 		namespace: cfg.Namespace, image: cfg.Image, ovsRunDir: cfg.OVSRunDir, version: r.Version,
-		timeout: cfg.Timeout, dstKind: plan.View.DestinationKind,
+		timeout: cfg.Timeout, dstKind: plan.View.DestinationKind, roundTrip: plan.RoundTrip,
 	})
 	return &tracer{r: r, cfg: cfg, plan: plan, tag: tag, m: m, fleet: fl, rec: rec, mark: newMark(), pods: pods, lines: lines,
 		nodeWatches: map[string]context.CancelFunc{}, nodesDown: make(chan nodeDown)}
@@ -155,7 +160,7 @@ func (t *tracer) params(e effCreate) helperpod.Params {
 	return helperpod.Params{
 		TraceName: t.plan.Trace, Namespace: t.cfg.Namespace, Node: e.node, Role: e.role,
 		Image: t.cfg.Image, PullPolicy: t.cfg.PullPolicy, OVSRunDir: t.cfg.OVSRunDir, OVNRunDir: t.cfg.OVNRunDir,
-		Bridge: t.cfg.Bridge, Tag: t.tag, Mark: t.mark, Timeout: t.cfg.Timeout, Probe: probe,
+		Bridge: t.cfg.Bridge, Tag: t.tag, ReplyTag: t.replyTag, Mark: t.mark, Timeout: t.cfg.Timeout, Probe: probe,
 		WaitForGo: t.m.parallel, AntreaAgentPort: t.cfg.AntreaAgentPorts[e.node],
 	}
 }

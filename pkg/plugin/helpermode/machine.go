@@ -141,6 +141,8 @@ type machineConfig struct {
 	version   string
 	timeout   time.Duration
 	dstKind   outcome.DestinationKind
+	// roundTrip: the helpers follow the answer too (reply.go).
+	roundTrip bool
 }
 
 // machine is the state of one trace's helpers.
@@ -157,6 +159,8 @@ type machine struct {
 	begun    bool
 	// ended is how the trace ended, once it has.
 	ended *ending
+	// reply is the answer's way back, for a round trip (reply.go).
+	reply replyState
 	out   []effect
 }
 
@@ -191,7 +195,11 @@ func (m *machine) step(ev event) []effect {
 		m.settledBy(ev)
 		return nil
 	}
-	if end := m.on(ev); end != nil {
+	end := m.on(ev)
+	if end != nil {
+		end = m.holdForAnswer(end)
+	}
+	if end != nil {
 		m.ended = end
 		m.out = append(m.out, effEnd{end: *end})
 	}
@@ -216,6 +224,9 @@ func (m *machine) on(ev event) *ending {
 	case evNodeDown:
 		return m.onNodeDown(ev.down)
 	case evDone:
+		if m.reply.held != nil && ev.deadline {
+			return m.replyDecided(true)
+		}
 		if ev.deadline {
 			return &ending{verdict: outcome.Incomplete, reason: "no verdict within the trace's timeout plus the helpers' start-up time"}
 		}

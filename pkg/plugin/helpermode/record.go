@@ -156,10 +156,15 @@ func (r *recorder) push(ctx context.Context, tf *traceflow.Traceflow) error {
 // add records a hop; the writer picks it up.
 func (r *recorder) add(h outcome.Hop, at time.Time) {
 	r.mu.Lock()
-	if _, ok := r.byNode[h.Node]; !ok {
-		r.order = append(r.order, h.Node)
+	// A node's part of the answer's way back is a result of its own.
+	key := h.Node
+	if h.Role == report.RoleReply {
+		key += "\x00reply"
 	}
-	r.byNode[h.Node] = append(r.byNode[h.Node], outcome.TimedHop{Hop: h, At: at})
+	if _, ok := r.byNode[key]; !ok {
+		r.order = append(r.order, key)
+	}
+	r.byNode[key] = append(r.byNode[key], outcome.TimedHop{Hop: h, At: at})
 	r.mu.Unlock()
 	select {
 	case r.dirty <- struct{}{}:
@@ -176,28 +181,38 @@ func (r *recorder) results(final bool) []report.NodeResult {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	out := make([]report.NodeResult, 0, len(r.order))
-	for _, n := range r.order {
-		hops := r.byNode[n]
+	var replies []report.NodeResult
+	for _, key := range r.order {
+		hops := r.byNode[key]
 		shown := outcome.AntreaSettled(hops)
 		if final {
 			shown = outcome.AntreaSummary(hops)
 		}
 		// A node's role is that of its first hop (its helper's).
-		nr := outcome.NodeResult(n, hops[0].Role, hops, shown)
-		if nr.Role == report.RoleSender {
+		nr := outcome.NodeResult(hops[0].Node, hops[0].Role, hops, shown)
+		switch nr.Role {
+		case report.RoleSender:
 			out = append([]report.NodeResult{nr}, out...)
-		} else {
+		case report.RoleReply:
+			replies = append(replies, nr)
+		default:
 			out = append(out, nr)
 		}
 	}
-	return out
+	return append(out, replies...)
 }
 
 // finish stops the writer and writes the final phase and results.
-func (r *recorder) finish(ctx context.Context, v outcome.Verdict, reason string) error {
+func (r *recorder) finish(ctx context.Context, v outcome.Verdict, reason string, reply *outcome.ReplyEnd) error {
 	close(r.stop)
 	r.writer.Wait()
 	tf := clone(r.tf)
+	if reply != nil {
+		if tf.Annotations == nil {
+			tf.Annotations = map[string]string{}
+		}
+		tf.Annotations[labels.ReplyAnnotation] = string(reply.Fate)
+	}
 	tf.Status.Results = r.results(true)
 	tf.Status.Phase = traceflow.PhaseSucceeded
 	if !v.Completed() {

@@ -60,6 +60,9 @@ type Plan struct {
 	Sender     string
 	Receivers  []string
 	SenderArgs report.ProbeArgs
+	// RoundTrip follows the destination's answer back to the source, with
+	// a second tag.
+	RoundTrip bool
 	// Record is the trace record; with RecordAsCR it is created as a
 	// Traceflow object and its status kept up to date (only where no
 	// Antrea controller would act on it).
@@ -101,8 +104,10 @@ type Runner struct {
 type Outcome struct {
 	// Ended is how every trace ends, whichever engine ran it.
 	outcome.Ended
-	Tag     uint8
-	Results []report.NodeResult
+	Tag uint8
+	// ReplyTag is the answer's tag, for a round trip.
+	ReplyTag uint8
+	Results  []report.NodeResult
 	// Record is the final trace record (the object, or its in-memory form).
 	Record *traceflow.Traceflow
 }
@@ -156,6 +161,11 @@ func (r *Runner) Run(ctx context.Context, cfg Config, plan Plan) (out Outcome, e
 	holdCtx, stopHold := context.WithCancel(ctx)
 	defer stopHold() // before Release, which the defer above runs after this one
 	go claim.Hold(holdCtx, r.Now)
+	releaseReply, err := r.replyTag(ctx, holdCtx, cfg, plan, claim.Tag, &out)
+	if err != nil {
+		return out, err
+	}
+	defer func() { err = errors.Join(err, releaseReply(cl)) }()
 
 	rec := r.startRecord(ctx, cfg, plan, claim.Tag)
 	defer func() {
@@ -174,6 +184,7 @@ func (r *Runner) Run(ctx context.Context, cfg Config, plan Plan) (out Outcome, e
 		return out, w.err
 	}
 	t := newTracer(r, cfg, plan, claim.Tag, rec, fl, lines, w.pods)
+	t.replyTag = out.ReplyTag
 	defer func() {
 		c, cancel := cl.context(settleWait)
 		defer cancel()
@@ -223,6 +234,49 @@ func (r *Runner) claimTag(ctx context.Context, cfg Config, plan Plan) (*tagalloc
 	return claim, nil
 }
 
+// replyTag claims and holds the answer's tag of a round trip (into
+// out.ReplyTag) and returns what releases it; without a round trip it
+// claims nothing.
+func (r *Runner) replyTag(ctx, holdCtx context.Context, cfg Config, plan Plan, probeTag uint8, out *Outcome) (func(*cleanups) error, error) {
+	if !plan.RoundTrip {
+		return func(*cleanups) error { return nil }, nil
+	}
+	claim, err := r.claimReplyTag(ctx, cfg, plan, probeTag)
+	if err != nil {
+		return nil, err
+	}
+	out.ReplyTag = claim.Tag
+	holdCtx, stopHold := context.WithCancel(holdCtx)
+	go claim.Hold(holdCtx, r.Now)
+	return func(cl *cleanups) error {
+		stopHold()
+		c, cancel := cl.context(0)
+		defer cancel()
+		return whileAway(c, claim.Release)
+	}, nil
+}
+
+// claimReplyTag claims a second tag for the answer of a round trip,
+// under the trace's name with a suffix of its own.
+func (r *Runner) claimReplyTag(ctx context.Context, cfg Config, plan Plan, probeTag uint8) (*tagalloc.Claim, error) {
+	inUse := map[uint8]bool{}
+	if r.InUse != nil {
+		var err error
+		if inUse, err = r.InUse(ctx); err != nil {
+			return nil, exitcode.Errorf(exitcode.Setup, "find the tags of running traces: %w", err)
+		}
+	}
+	inUse[probeTag] = true
+	claim, err := r.Tags.Acquire(ctx, plan.Trace+"-reply", tagalloc.ClaimDuration, inUse)
+	if errors.Is(err, tagalloc.ErrExhausted) {
+		return nil, exitcode.Errorf(exitcode.Setup, "%w: a round trip needs two tags; wait for other traces to finish, trace without --round-trip, or run `kubectl traceflow cleanup` to free tags left by a killed plugin", err)
+	}
+	if err != nil {
+		return nil, apiFailure(err, "create", "leases.coordination.k8s.io", cfg.Namespace)
+	}
+	return claim, nil
+}
+
 // startRecord shows the trace's start and writes its record. The record
 // is a by-product of the trace: a record that cannot be written is a
 // warning, never a different exit code.
@@ -242,12 +296,12 @@ func (r *Runner) startRecord(ctx context.Context, cfg Config, plan Plan, tag uin
 
 // finish writes the record's final status and shows the verdict.
 func (r *Runner) finish(ctx context.Context, rec *recorder, out Outcome, end ending) (Outcome, error) {
-	out.Verdict, out.Reason, out.Decided = end.verdict, end.reason, end.decided
+	out.Verdict, out.Reason, out.Decided, out.Reply = end.verdict, end.reason, end.decided, end.reply
 	out.Results = rec.results(true)
-	if ferr := rec.finish(ctx, out.Verdict, out.Reason); ferr != nil {
+	if ferr := rec.finish(ctx, out.Verdict, out.Reason, out.Reply); ferr != nil {
 		r.warn("the trace record's final status could not be written (%v); the verdict below stands", recordProblem(ferr, "update", "traceflows/status"))
 	}
-	r.Emit(outcome.Finished{At: outcome.At{Time: r.Now()}, Verdict: out.Verdict, Reason: out.Reason, Decided: out.Decided})
+	r.Emit(outcome.Finished{At: outcome.At{Time: r.Now()}, Verdict: out.Verdict, Reason: out.Reason, Decided: out.Decided, Reply: out.Reply})
 	out.Record = rec.tf
 	return out, end.err
 }

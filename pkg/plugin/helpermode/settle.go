@@ -110,6 +110,9 @@ func (m *machine) settledBy(ev event) {
 // clean), or the end of its log (its process is gone).
 func (m *machine) noteSettled(h *helper, msg lineMsg) {
 	switch {
+	case msg.line.Reply:
+		// The answer's cleanup line comes before the probe's, which
+		// says the helper's flows are all gone.
 	case msg.eof != nil || msg.problem != "":
 		h.settled = true
 	case msg.text != "" || msg.attachErr != nil:

@@ -88,7 +88,9 @@ func (f *podFleet) scan(ctx context.Context, pod string, r io.Reader, isReport b
 		if !send(m) {
 			return
 		}
-		if atLast != nil && m.text == "" && tail.last(m.line.Type) {
+		// The answer's lines (a round trip's) come before the probe's
+		// cleanup line, which stays the last.
+		if atLast != nil && m.text == "" && !m.line.Reply && tail.last(m.line.Type) {
 			atLast()
 			atLast = nil
 		}

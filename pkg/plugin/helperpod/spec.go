@@ -72,6 +72,8 @@ type Params struct {
 	// Mark is the trace's own probe mark (--mark), shared by its sender
 	// and receivers; 0 leaves the helper's default (derived from the tag).
 	Mark uint32
+	// ReplyTag, where set, follows the answer back too (--reply-tag).
+	ReplyTag uint8
 	// Timeout is the trace's timeout; the pod's deadline is derived from it.
 	Timeout time.Duration
 	// WaitForGo starts a helper that waits for a line on its standard
@@ -119,6 +121,7 @@ func HelperArgs(p Params) report.HelperArgs {
 		Tag:          uint(p.Tag),
 		Timeout:      p.Timeout,
 		Mark:         uint(p.Mark),
+		ReplyTag:     uint(p.ReplyTag),
 		StartOnStdin: p.WaitForGo,
 		Probe:        p.Probe,
 	}

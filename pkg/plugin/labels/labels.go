@@ -30,6 +30,10 @@ const (
 	// VerdictAnnotation carries the verdict on the record that -o json|yaml
 	// prints.
 	VerdictAnnotation = "traceflow.kubectl-traceflow.io/verdict"
+	// ReplyAnnotation carries a round trip's answer's fate (Answered,
+	// Refused, Lost, Unanswered) next to the verdict, on the printed
+	// record and on a kept one.
+	ReplyAnnotation = "traceflow.kubectl-traceflow.io/reply"
 	// SourceNodeAnnotation names the node a helper-mode probe starts from
 	// (SRC node/NAME), which a Traceflow's source cannot say.
 	SourceNodeAnnotation = "traceflow.kubectl-traceflow.io/source-node"

@@ -11,6 +11,9 @@ type Ended struct {
 	// Decided is the hop that decided the verdict (nil for Incomplete and
 	// Failed).
 	Decided *Hop
+	// Reply is what came back to the source, for a round trip whose probe
+	// reached its destination; nil otherwise.
+	Reply *ReplyEnd
 }
 
 // Started reports whether the trace got as far as an engine: an Ended

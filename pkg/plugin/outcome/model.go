@@ -117,6 +117,8 @@ type Finished struct {
 	Verdict Verdict
 	Reason  string
 	Decided *Hop
+	// Reply is what came back, for a round trip (nil otherwise).
+	Reply *ReplyEnd
 }
 
 // Retried is an update: the trace so far did not say where the packet
@@ -189,10 +191,11 @@ func (m *Model) Apply(u Update) {
 }
 
 // node returns the state of name, adding it in path order: the sender
-// first, receivers after, each in order of first appearance.
+// first, receivers after, each in order of first appearance; a node's part
+// of the answer's way back (RoleReply) is a state of its own, after them.
 func (m *Model) node(name string, role report.Role) *NodeState {
 	for _, n := range m.Nodes {
-		if n.Name == name {
+		if n.Name == name && (n.Role == report.RoleReply) == (role == report.RoleReply) {
 			if n.Role == "" {
 				n.Role = role
 			}
@@ -241,7 +244,11 @@ func (m *Model) Verdict() Verdict {
 // ExitCode is the exit code of the trace as it stands, for want; see
 // ExitCode.
 func (m *Model) ExitCode(want Expect) (exitcode.Code, error) {
-	return ExitCode(m.Verdict(), want, m.Trace.DestinationKind)
+	var reply *ReplyEnd
+	if m.Finished != nil {
+		reply = m.Finished.Reply
+	}
+	return RoundTripExitCode(m.Verdict(), reply, want, m.Trace.DestinationKind)
 }
 
 // Counts returns the number of hops and how many of them were inferred.

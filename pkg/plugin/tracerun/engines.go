@@ -97,6 +97,7 @@ func (h helperEngine) trace(ctx context.Context, j *job) (outcome.Ended, error) 
 	}, helpermode.Plan{
 		Trace: j.Record.Name, View: j.started, Sender: j.Resolved.Source.Node, Receivers: j.receivers,
 		SenderArgs: senderArgs(j.Resolved, j.Record), Record: j.Record, RecordAsCR: j.decision.RecordAsCR,
+		RoundTrip: h.options.RoundTrip,
 	})
 	return ho.Ended, err
 }

@@ -35,6 +35,9 @@ type Options struct {
 	Pool *helpermode.Pool
 	// Abandon is told what runs, for the cleanup of a second Ctrl-C.
 	Abandon Abandoner
+	// RoundTrip follows the destination's answer back to the source
+	// (helper engine only).
+	RoundTrip bool
 }
 
 // Runner runs traces against one cluster.
@@ -161,11 +164,17 @@ func (r *Runner) prepare(ctx context.Context, t Trace) (*job, error) {
 		// injects where the node's own traffic enters the bridge.
 		j.blind = fmt.Sprintf("the source is %s, whose traffic is its node's, and Antrea's Traceflow starts only at a pod's own port", EndpointName(res.Source))
 	}
+	if r.Options.RoundTrip && j.blind == "" {
+		j.blind = "a round trip follows the destination's answer back, which Antrea's Traceflow does not"
+	}
 	facts.AgentBlind = j.blind
 	j.facts = facts
 	d, err := engine.Decide(engine.Mode(r.Options.Engine), facts, nodes)
 	if err != nil {
 		return nil, err
+	}
+	if d.Mode == engine.Agent && r.Options.RoundTrip {
+		return nil, exitcode.UsageErrorf("--engine agent: Antrea's Traceflow follows the probe one way only: use --engine helper (or auto) for --round-trip, or drop --round-trip")
 	}
 	if d.Mode == engine.Agent && asNode {
 		return nil, exitcode.UsageErrorf("--engine agent: Antrea's Traceflow starts only at a pod's own port, and SRC %s sends as node %s: use --engine helper (or auto), which injects as the node", EndpointName(res.Source), res.Source.Node)

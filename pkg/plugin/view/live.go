@@ -275,6 +275,13 @@ func (l *Live) banner(m *outcome.Model) string {
 	if f.Reason != "" {
 		text += "\n" + esc(f.Reason)
 	}
+	if r := f.Reply; r != nil {
+		rs, rmark := s.ok, "↩"
+		if r.Fate != outcome.Answered {
+			rs, rmark = s.bad, "✘"
+		}
+		text += "\n" + rs.Render(rmark+" ANSWER "+strings.ToUpper(string(r.Fate))) + "\n" + esc(r.Reason)
+	}
 	return s.box.BorderForeground(style.GetForeground()).Width(min(l.Width-2, 100)).Render(text)
 }
 

@@ -50,7 +50,9 @@ func (p Plain) line(m *outcome.Model, u outcome.Update) string {
 		return kv("injected", "node", u.Node)
 	case outcome.Observed:
 		h := u.Hop
-		if p.Explain {
+		if p.Explain || h.Role == report.RoleReply {
+			// The answer's hops are its nodes' every hop: Antrea's
+			// summary is of a probe's way, not an answer's.
 			return p.hop(m, u, h.Observation, true)
 		}
 		// Antrea's words: only what Antrea's agent reports, as it reports
@@ -67,7 +69,11 @@ func (p Plain) line(m *outcome.Model, u outcome.Update) string {
 	case outcome.Retried:
 		return kv("retry", "why", u.Why)
 	case outcome.Finished:
-		return kv("verdict", "result", string(u.Verdict), "predicted", trueOrEmpty(u.Predicted()), "reason", u.Reason)
+		line := kv("verdict", "result", string(u.Verdict), "predicted", trueOrEmpty(u.Predicted()), "reason", u.Reason)
+		if r := u.Reply; r != nil {
+			line += "\n" + kv("reply", "result", string(r.Fate), "answer", r.Answer, "reason", r.Reason)
+		}
+		return line
 	}
 	return ""
 }
@@ -76,7 +82,11 @@ func (p Plain) line(m *outcome.Model, u outcome.Update) string {
 // flow and cookie.
 func (p Plain) hop(m *outcome.Model, u outcome.Observed, o report.Observation, explain bool) string {
 	h := u.Hop
-	fields := []string{"node", h.Node, "component", string(o.Component), "action", string(o.Action.Normalize()),
+	direction := ""
+	if h.Role == report.RoleReply {
+		direction = "reply"
+	}
+	fields := []string{"node", h.Node, "direction", direction, "component", string(o.Component), "action", string(o.Action.Normalize()),
 		"inferred", trueOrEmpty(o.Inferred), "info", o.ComponentInfo, "since_injection", fmtDur(m.Since(u.Time))}
 	fields = append(fields, detailFields(o)...)
 	if explain {
@@ -104,7 +114,7 @@ func Summary(m *outcome.Model, want outcome.Expect, every bool) string {
 	// the probe never reached is not on it.
 	var path []string
 	for _, n := range m.Nodes {
-		if len(n.Hops) > 0 {
+		if len(n.Hops) > 0 && n.Role != report.RoleReply {
 			path = append(path, n.Name)
 		}
 	}
@@ -112,9 +122,32 @@ func Summary(m *outcome.Model, want outcome.Expect, every bool) string {
 	if len(path) > 0 {
 		via = " via " + strings.Join(path, " -> ")
 	}
-	return fmt.Sprintf("%s: %s -> %s (%s) %s%s; %s; expected %s (exit %d)",
+	return fmt.Sprintf("%s: %s -> %s (%s) %s%s%s; %s; expected %s (exit %d)",
 		status, quoteIfNeeded(m.Trace.Source), quoteIfNeeded(m.Trace.Destination), m.Trace.Packet, verdictText(m),
-		via, hopCount(m, every), want, code)
+		via, replyText(m), hopCount(m, every), want, code)
+}
+
+// replyText says what came back, for a round trip: ", answer Answered
+// (SYN-ACK from 10.0.1.5) via b -> a".
+func replyText(m *outcome.Model) string {
+	if m.Finished == nil || m.Finished.Reply == nil {
+		return ""
+	}
+	r := m.Finished.Reply
+	s := ", answer " + string(r.Fate)
+	if r.Answer != "" {
+		s += " (" + r.Answer + ")"
+	}
+	var path []string
+	for _, n := range m.Nodes {
+		if n.Role == report.RoleReply && len(n.Hops) > 0 {
+			path = append(path, n.Name)
+		}
+	}
+	if len(path) > 0 {
+		s += " via " + strings.Join(path, " -> ")
+	}
+	return s
 }
 
 // verdictText is the verdict, saying so when only OVS's trace predicted it.

@@ -42,6 +42,9 @@ func Record(m *outcome.Model, base *traceflow.Traceflow) *traceflow.Traceflow {
 	}
 	if f := m.Finished; f != nil {
 		ann[labels.VerdictAnnotation] = string(f.Verdict)
+		if f.Reply != nil {
+			ann[labels.ReplyAnnotation] = string(f.Reply.Fate)
+		}
 		st.Phase = traceflow.PhaseSucceeded
 		if !f.Verdict.Completed() {
 			st.Phase, st.Reason = traceflow.PhaseFailed, f.Reason
