@@ -60,7 +60,10 @@ func OpenReply(ctx context.Context, c Common) (*ReplyRun, error) {
 
 // Arm installs the catch flows for the answer to the probe to describes
 // and follows the answer in the background. It returns once the catch
-// flows are in, so that the probe can go on.
+// flows are in the tables. The datapath's flow cache must be revalidated
+// against them before the probe goes on (an answer looked up in a
+// megaflow translated before would pass them): the caller does so with
+// the probe's own flows, in one revalidation instead of two.
 func (r *ReplyRun) Arm(to probe.ReplyTo) error {
 	s, ctx := r.s, r.ctx
 	s.want = func(frame []byte) bool {
@@ -69,7 +72,7 @@ func (r *ReplyRun) Arm(to probe.ReplyTo) error {
 	}
 	catch, err := s.answerCatch(to)
 	if err == nil {
-		err = s.install(ctx, catch, true)
+		err = s.install(ctx, catch, false)
 	}
 	if err == nil {
 		err = s.ready(report.RoleReceiver, len(catch.FlowMods), "", "")

@@ -73,12 +73,6 @@ func Trace(ctx context.Context, spec TraceSpec) (Outcome, error) {
 		ethType = 0x86dd
 	}
 	p := &path{t: t, ethType: ethType}
-	// Only passes after a recirculation go through the datapath's cache:
-	// the packet-out's first pass is translated afresh.
-	plan, err := s.plan(ctx, p, 0, recirculates(t))
-	if err != nil {
-		return Outcome{ExitCode: ExitSetup}, setupErr("%w", err)
-	}
 	var reply *ReplyRun
 	if s.c.ReplyTag != 0 {
 		if reply, err = OpenReply(ctx, s.c); err != nil {
@@ -87,6 +81,13 @@ func Trace(ctx context.Context, spec TraceSpec) (Outcome, error) {
 		if err := reply.Arm(ps.Reply()); err != nil {
 			return reply.after(Outcome{ExitCode: ExitSetup}, err)
 		}
+	}
+	// Only passes after a recirculation go through the datapath's cache:
+	// the packet-out's first pass is translated afresh. The answer's catch
+	// flows meet a pod's packet, which does.
+	plan, err := s.plan(ctx, p, 0, recirculates(t) || reply != nil)
+	if err != nil {
+		return reply.after(Outcome{ExitCode: ExitSetup}, setupErr("%w", err))
 	}
 	if err := s.ready(report.RoleSender, len(plan.FlowMods), src.Name, string(match)); err != nil {
 		return reply.after(Outcome{ExitCode: ExitSetup}, err)
