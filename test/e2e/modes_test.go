@@ -183,6 +183,8 @@ var holdsIn = map[string][]string{
 	// A node's own traffic and a pod's leaving the pod network, on the
 	// genuine topology (gateway routers, management ports).
 	"TestOVNKNodeAndOutside": ovnkOnly,
+	// Round trips (issue 26).
+	"TestRoundTrip": everyMode,
 	// The lab's own pipeline.
 	"TestTableNamesInTableFeatures": labOnly,
 	// Traces.
