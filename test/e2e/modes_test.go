@@ -185,6 +185,7 @@ var holdsIn = map[string][]string{
 	"TestOVNKNodeAndOutside": ovnkOnly,
 	// Round trips (issue 26).
 	"TestRoundTrip": everyMode,
+	"TestRoundTripLeavesRealConnectionsAlone": everyMode,
 	// The lab's own pipeline.
 	"TestTableNamesInTableFeatures": labOnly,
 	// Traces.

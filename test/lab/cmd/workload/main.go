@@ -6,6 +6,7 @@
 //	workload get [-timeout D] URL              HTTP GET, print the body
 //	workload udp [-timeout D] HOST:PORT MSG    send MSG, print the echo
 //	workload ping [-timeout D] IP              one ICMP echo request
+//	workload soak [-timeout D] [-every D] URL  HTTP GETs, each on a new connection, until stdin ends
 //	workload ovs-ports [DB_SOCKET]             list this node's OVS bridges and ports (JSON)
 //
 // The clients (get, udp, ping) end with one line `result=served|refused|timed-out
@@ -44,10 +45,12 @@ func main() {
 		os.Exit(udp(args))
 	case "ping":
 		os.Exit(ping(args))
+	case "soak":
+		os.Exit(soak(args, os.Stdin))
 	case "ovs-ports":
 		err = ovsPorts(args)
 	default:
-		err = fmt.Errorf("unknown command %q (serve, get, udp, ping, ovs-ports)", cmd)
+		err = fmt.Errorf("unknown command %q (serve, get, udp, ping, soak, ovs-ports)", cmd)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "workload:", err)
