@@ -145,6 +145,9 @@ type State struct {
 	// this node sends out of its gateway, through the host's routing and
 	// the underlay, instead of into the tunnel.
 	GatewayRouted []netip.Addr
+	// DroppedReplies are local pods' answers the lab drops (its
+	// drop-replies annotation).
+	DroppedReplies []ReplyDrop
 }
 
 func hexIP(a netip.Addr) string {
@@ -263,6 +266,11 @@ func Flows(c Config, s State) []string {
 	}
 
 	add(policyFlows(c, s.Policies)...)
+	for _, d := range s.DroppedReplies {
+		// Above the established connections' allow: the answer dies
+		// where a policy would drop it, the request passes.
+		add(f(TableEgressRule, 220, fmt.Sprintf("ct_state=+rpl+trk,%s,nw_src=%s,tp_src=%d", d.Protocol, d.IP, d.Port), "drop"))
+	}
 	add(rejectOutputFlow())
 
 	for _, n := range s.Nodes {

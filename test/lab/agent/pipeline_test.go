@@ -155,3 +155,24 @@ func TestIPBlockExcept(t *testing.T) {
 		t.Errorf("a CIDR inside its except: peers %v, want none", got)
 	}
 }
+
+// The drop-replies annotation drops a local pod's answers from one port,
+// above the allow of established connections; a value that does not parse,
+// or another node's pod, drops nothing.
+func TestDroppedReplies(t *testing.T) {
+	pod := func(name, ip, v string) *corev1.Pod {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{DropRepliesAnnotation: v}}}
+		p.Status.PodIP = ip
+		return p
+	}
+	pods := []*corev1.Pod{pod("x", a.String(), "tcp/80"), pod("y", "10.244.1.3", "http"), pod("z", b.String(), "udp/53")}
+	got := DroppedReplies(pods, map[netip.Addr]bool{a: true, netip.MustParseAddr("10.244.1.3"): true})
+	if len(got) != 1 || got[0] != (ReplyDrop{IP: a, Protocol: "tcp", Port: 80}) {
+		t.Fatalf("DroppedReplies = %+v, want only x's tcp/80", got)
+	}
+	flows := strings.Join(Flows(cfg, State{DroppedReplies: got}), "\n")
+	want := "table=10,priority=220,ct_state=+rpl+trk,tcp,nw_src=10.244.1.2,tp_src=80 actions=drop"
+	if !strings.Contains(flows, want) {
+		t.Errorf("no flow %q in\n%s", want, flows)
+	}
+}

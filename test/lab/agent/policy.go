@@ -3,6 +3,7 @@ package agent
 import (
 	"net/netip"
 	"sort"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -23,6 +24,40 @@ const ActionAnnotation = "lab.traceflow.dev/action"
 // host's routing over the underlay, instead of into the tunnel, as a
 // noEncap or hybrid Antrea cluster does.
 const RouteAnnotation = "lab.traceflow.dev/route"
+
+// DropRepliesAnnotation on a pod set to "PROTO/PORT" (tcp/80) makes its
+// node drop what the pod answers from that port, and nothing else: a path
+// open one way and broken on the way back, a fault for round trips to
+// find (issue 26).
+const DropRepliesAnnotation = "lab.traceflow.dev/drop-replies"
+
+// ReplyDrop is a local pod's answers from one port, dropped.
+type ReplyDrop struct {
+	IP       netip.Addr
+	Protocol string
+	Port     int
+}
+
+// DroppedReplies returns the replies the local pods' drop-replies
+// annotations drop; an annotation that does not parse drops nothing.
+func DroppedReplies(pods []*corev1.Pod, local map[netip.Addr]bool) []ReplyDrop {
+	var out []ReplyDrop
+	for _, p := range pods {
+		ip, ok := PodIP(p)
+		v := p.Annotations[DropRepliesAnnotation]
+		if !ok || !local[ip] || v == "" {
+			continue
+		}
+		proto, port, _ := strings.Cut(v, "/")
+		n, err := strconv.Atoi(port)
+		if (proto != "tcp" && proto != "udp") || err != nil || n < 1 || n > 65535 {
+			continue
+		}
+		out = append(out, ReplyDrop{IP: ip, Protocol: proto, Port: n})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].IP.Less(out[j].IP) })
+	return out
+}
 
 // GatewayRouted returns the IPs of pods outside local that carry the route
 // annotation.

@@ -367,6 +367,7 @@ func (a *agentState) sync(ctx context.Context) error {
 	st.Policies = agent.CompilePolicies(nps, pods, nss, local)
 	st.Services = agent.CompileServices(svcs, slices, a.o.podRange)
 	st.GatewayRouted = agent.GatewayRouted(pods, local)
+	st.DroppedReplies = agent.DroppedReplies(pods, local)
 	if err := syncGatewayRoutes(a.o.underlayBridge, st); err != nil {
 		return err
 	}
