@@ -32,11 +32,13 @@ const (
 var meanings = map[Code]string{
 	OK: "the verdict matches what was expected (default `--expect delivered`: delivered to the destination pod or " +
 		"an endpoint of the destination Service; for a destination outside the cluster's pods, such as a node IP " +
-		"or an external address, forwarded out of the pod network)",
+		"or an external address, forwarded out of the pod network; with `--round-trip`, delivered and answered, " +
+		"or with `--expect refused` delivered and refused)",
 	Usage: "bad usage or input; nothing was created",
 	Verdict: "the trace completed and the packet was dropped or rejected, or did not match `--expect` (a packet " +
 		"to a pod or Service that left the pod network, e.g. through the gateway, and was not seen reaching it " +
-		"was not delivered)",
+		"was not delivered; with `--round-trip`, also a delivered packet whose answer was refused, lost on its way " +
+		"back or never came)",
 	Timeout: "the trace did not complete in time (a packet forwarded into a tunnel that no receiver reported on " +
 		"is incomplete)",
 	Setup: "cluster or setup failure (RBAC, helper could not start, API unreachable)",
