@@ -184,7 +184,8 @@ var holdsIn = map[string][]string{
 	// genuine topology (gateway routers, management ports).
 	"TestOVNKNodeAndOutside": ovnkOnly,
 	// Round trips (issue 26).
-	"TestRoundTrip": everyMode,
+	"TestNodeAndHostNetworkSources":           everyMode,
+	"TestRoundTrip":                           everyMode,
 	"TestRoundTripLeavesRealConnectionsAlone": everyMode,
 	// The lab's drop-replies fault is its own agent's (issue 26).
 	"TestRoundTripAnswerLostOnTheWayBack": labOnly,
