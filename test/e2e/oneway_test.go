@@ -4,11 +4,14 @@ package e2e
 
 import (
 	"errors"
+	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/report"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/check"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/labels"
 )
 
@@ -68,5 +71,38 @@ func TestRoundTripAnswerLostOnTheWayBack(t *testing.T) {
 			}
 		})
 	}
+	t.Run("check suite", func(t *testing.T) { checkSuiteRoundTrips(t, f.ns) })
 	assertNothingLeft(t)
+}
+
+// checkSuiteRoundTrips runs a check suite that states round trips (issue
+// 26, done-when 6): an answered one and a refused one pass; the one whose
+// answer the lab drops fails, and its JUnit failure says the answer's way
+// (reply), its fate and the hop that decided it.
+func checkSuiteRoundTrips(t *testing.T, ns string) {
+	report := filepath.Join(t.TempDir(), "junit.xml")
+	r := runCheck(t, fmt.Sprintf(`apiVersion: %s
+kind: %s
+defaults: {namespace: %s, roundTrip: true}
+cases:
+- {name: a is answered by b, from: {pod: a}, to: {pod: b}, port: 80}
+- {name: b refuses port 81, from: {pod: a}, to: {pod: b}, port: 81, expect: refused}
+- {name: oneway answers (it does not), from: {pod: a}, to: {pod: oneway}, port: 80}
+`, check.APIVersion, check.Kind, ns), "-f", "-", "--junit", report)
+	if r.code != 2 || len(r.cases) != 3 {
+		t.Fatalf("exit %d with %d results, want 2 with 3", r.code, len(r.cases))
+	}
+	// -o json writes each trace as it ends, in no fixed order.
+	for _, c := range r.cases {
+		if c.Passed != (c.Case != "oneway answers (it does not)") {
+			t.Errorf("case %q passed=%v: want only the oneway case to fail (%s)", c.Case, c.Passed, c.Message)
+		}
+	}
+	xml := validateJUnit(t, report)
+	t.Logf("JUnit report:\n%s", xml)
+	for _, want := range []string{`type="Lost"`, "reply: ", "EgressRule", labNodes[1].name} {
+		if !strings.Contains(xml, want) {
+			t.Errorf("the JUnit failure does not say %q", want)
+		}
+	}
 }

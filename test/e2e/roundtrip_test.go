@@ -136,7 +136,7 @@ func checkUnDNAT(t *testing.T, r traceRun, clusterIP string) {
 			}
 		}
 		for _, h := range res.TableHops {
-			if res.Role == report.RoleReply && h.Observation.TranslatedSrcIP == clusterIP {
+			if res.Role == report.RoleReply && h.TranslatedSrcIP == clusterIP {
 				return
 			}
 		}

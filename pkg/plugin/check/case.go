@@ -5,6 +5,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/outcome"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/traceflow"
 )
 
@@ -57,7 +58,36 @@ func (p *parser) oneCase(n *yaml.Node, path string, d defaults) (Case, error) {
 			return c, err
 		}
 	}
+	if err := p.roundTrip(&c, f, path, d); err != nil {
+		return c, err
+	}
 	return c, p.packet(&c, f, path, d, n)
+}
+
+// roundTrip reads whether the case follows the answer (its own
+// roundTrip, else the defaults'), and refuses expect refused without it:
+// only an answer can refuse, as --expect refused needs --round-trip. The
+// error points at what the case wrote itself, else at the defaults.
+func (p *parser) roundTrip(c *Case, f map[string]*yaml.Node, path string, d defaults) error {
+	c.RoundTrip, c.RoundTripAt = d.roundTrip, d.roundTripAt
+	rt, own := f["roundTrip"]
+	if own {
+		var err error
+		if c.RoundTrip, err = p.boolean(rt, join(path, "roundTrip")); err != nil {
+			return err
+		}
+		c.RoundTripAt = p.at(rt)
+	}
+	if c.Expect != outcome.ExpectRefused || c.RoundTrip {
+		return nil
+	}
+	if e, ok := f["expect"]; ok {
+		return p.errf(e, join(path, "expect"), "refused needs the answer: add roundTrip: true (to the case or to defaults)")
+	}
+	if own {
+		return p.errf(rt, join(path, "roundTrip"), "defaults.expect is refused, which needs the answer: drop roundTrip: false, or give the case an expect of its own")
+	}
+	return p.errAt(d.expectAt, "defaults.expect", "refused needs the answer: add roundTrip: true to defaults (or to every case)")
 }
 
 // packet decides the protocol and port from the case, then the defaults.
@@ -193,10 +223,10 @@ func (p *parser) to(n *yaml.Node, path, ns string) (To, error) {
 		return out, err
 	}
 	if v, ok := f["allEndpoints"]; ok {
-		if v.Kind != yaml.ScalarNode || v.Tag != "!!bool" {
-			return out, p.errf(v, join(path, "allEndpoints"), "want true or false, got %s", kindName(v))
+		if out.AllEndpoints, err = p.boolean(v, join(path, "allEndpoints")); err != nil {
+			return out, err
 		}
-		if out.AllEndpoints = strings.EqualFold(v.Value, "true"); out.AllEndpoints && out.Service == "" {
+		if out.AllEndpoints && out.Service == "" {
 			return out, p.errf(v, join(path, "allEndpoints"), "applies to a service destination only")
 		}
 	}

@@ -149,18 +149,35 @@ func TestCodeIsTheWorst(t *testing.T) {
 	}
 }
 
-// The runner never runs more traces at once than Parallel, runs every one,
-// and keeps the order of the results. Concurrency is shown with channels,
-// not sleeps: every trace blocks until the test releases it, and the test
-// releases one only once Parallel of them are running, so the run reaches
-// Parallel at once (or hangs) and a runner without a bound would start a
-// fourth while the three wait.
+// The runner never runs more traces at once than Parallel allows (a
+// round trip takes two slots: it holds two tags), runs every one, and
+// keeps the order of the results. Concurrency is shown with channels, not
+// sleeps: every trace blocks until the test releases it, and the test
+// releases one only once the allowed number of them are running, so the
+// run reaches that number at once (or hangs) and a runner without a bound
+// would start one more while they wait.
 func TestRunnerBoundsConcurrency(t *testing.T) {
-	const parallel, total = 3, 20
-	traces := make([]Trace, total)
-	for i := range traces {
-		traces[i].Name = strconv.Itoa(i)
+	for _, tc := range []struct {
+		name                  string
+		parallel, total, peak int
+		roundTrip             bool
+	}{
+		{"one way", 3, 20, 3, false},
+		{"round trips take two slots", 4, 9, 2, true},
+		{"a round trip at Parallel 1", 1, 3, 1, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			traces := make([]Trace, tc.total)
+			for i := range traces {
+				traces[i].Name, traces[i].Case.RoundTrip = strconv.Itoa(i), tc.roundTrip
+			}
+			runBounded(t, tc.parallel, tc.peak, traces)
+		})
 	}
+}
+
+func runBounded(t *testing.T, parallel, want int, traces []Trace) {
+	total := len(traces)
 	var now, peak atomic.Int32
 	entered := make(chan struct{})
 	release := make(chan struct{})
@@ -195,11 +212,11 @@ func TestRunnerBoundsConcurrency(t *testing.T) {
 		select {
 		case <-entered:
 		case <-time.After(time.Minute): // ends a hung wait only
-			t.Fatalf("%d traces running, %d started in all: the runner does not start up to Parallel=%d at once", running, in, parallel)
+			t.Fatalf("%d traces running, %d started in all: the runner does not start up to %d at once", running, in, want)
 		}
 		in++
 		running++
-		if running == parallel || in == total {
+		if running == want || in == total {
 			release <- struct{}{}
 			running--
 		}
@@ -208,8 +225,8 @@ func TestRunnerBoundsConcurrency(t *testing.T) {
 		release <- struct{}{}
 	}
 	rs := <-done
-	if p := peak.Load(); p != parallel {
-		t.Errorf("peak concurrency %d, want %d", p, parallel)
+	if p := peak.Load(); int(p) != want {
+		t.Errorf("peak concurrency %d, want %d", p, want)
 	}
 	for i, res := range rs {
 		if string(res.Verdict) != traces[i].Name {

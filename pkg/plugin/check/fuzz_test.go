@@ -17,6 +17,7 @@ func FuzzParse(f *testing.F) {
 	f.Add(example)
 	f.Add([]byte(head + "cases:\n- name: a\n  from: {pod: a}\n  to: {pod: b}\n  port: 80\n"))
 	f.Add([]byte(head + "cases: [{name: a, from: {selector: 'x in (a'}, to: {ip: '::1'}}]\n"))
+	f.Add([]byte(head + "defaults: {roundTrip: true, expect: refused}\ncases:\n- name: a\n  from: {pod: a}\n  to: {pod: b}\n  port: 80\n  roundTrip: false\n"))
 	f.Add([]byte("&a [*a]"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s, err := Parse("f.yaml", data)

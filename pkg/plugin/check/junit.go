@@ -12,7 +12,8 @@ import (
 
 // JUnit is the report of a run for CI (--junit): one testsuite per file,
 // one testcase per trace; a missed expectation is a failure, a trace that
-// did not complete an error.
+// did not complete an error. A round trip's failure names the way that
+// decided it, forward or reply, and that way's hop (Result.Message).
 type JUnit struct {
 	// Name names the report.
 	Name string
@@ -46,13 +47,22 @@ func (j JUnit) Report(traces []Trace, results []Result) junit.Report {
 		switch {
 		case r.Passed():
 		case r.Code == exitcode.Verdict:
-			c.Failure = &junit.Problem{Type: string(r.Verdict), Message: r.Message(t), Text: c.Output}
+			c.Failure = &junit.Problem{Type: problemType(t, r), Message: r.Message(t), Text: c.Output}
 		default:
-			c.Error = &junit.Problem{Type: string(r.Verdict), Message: r.Message(t), Text: c.Output}
+			c.Error = &junit.Problem{Type: problemType(t, r), Message: r.Message(t), Text: c.Output}
 		}
 		s.Cases = append(s.Cases, c)
 	}
 	return rep
+}
+
+// problemType is the kind of a failure: the probe's verdict, or, where
+// the answer decided a round trip, the answer's fate (Lost, Refused, ...).
+func problemType(t Trace, r Result) string {
+	if r.Direction(t) == Reply {
+		return string(r.Reply.Fate)
+	}
+	return string(r.Verdict)
 }
 
 // WriteFile writes the report of traces and their results to path.

@@ -23,8 +23,8 @@ import (
 // the same (a test keeps them in step).
 var (
 	fieldsTop      = []string{"apiVersion", "kind", "defaults", "cases"}
-	fieldsDefaults = []string{"namespace", "protocol", "port", "expect", "timeout"}
-	fieldsCase     = []string{"name", "from", "to", "protocol", "port", "expect", "timeout"}
+	fieldsDefaults = []string{"namespace", "protocol", "port", "expect", "timeout", "roundTrip"}
+	fieldsCase     = []string{"name", "from", "to", "protocol", "port", "expect", "timeout", "roundTrip"}
 	fieldsFrom     = []string{"namespace", "pod", "selector", "pods"}
 	fieldsTo       = []string{"namespace", "pod", "selector", "service", "ip", "allEndpoints"}
 )
@@ -94,7 +94,12 @@ type parser struct {
 func (p *parser) at(n *yaml.Node) Pos { return Pos{p.file, n.Line} }
 
 func (p *parser) errf(n *yaml.Node, field, format string, a ...any) *Error {
-	e := Errorf(p.at(n), field, format, a...)
+	return p.errAt(p.at(n), field, format, a...)
+}
+
+// errAt is errf at a place read before, such as a default's.
+func (p *parser) errAt(at Pos, field, format string, a ...any) *Error {
+	e := Errorf(at, field, format, a...)
 	e.Case = p.caseName
 	return e
 }
@@ -169,7 +174,11 @@ type defaults struct {
 	port      int32
 	portAt    Pos
 	expect    outcome.Expect
+	expectAt  Pos
 	timeout   time.Duration
+	roundTrip bool
+	// roundTripAt is where roundTrip was written, if it was.
+	roundTripAt Pos
 }
 
 func (p *parser) suite(doc *yaml.Node) (*Suite, error) {
@@ -248,11 +257,18 @@ func (p *parser) defaults(n *yaml.Node, d defaults) (defaults, error) {
 		if d.expect, err = p.expect(v, "defaults.expect"); err != nil {
 			return d, err
 		}
+		d.expectAt = p.at(v)
 	}
 	if v, ok := f["timeout"]; ok {
 		if d.timeout, err = p.timeout(v, "defaults.timeout"); err != nil {
 			return d, err
 		}
+	}
+	if v, ok := f["roundTrip"]; ok {
+		if d.roundTrip, err = p.boolean(v, "defaults.roundTrip"); err != nil {
+			return d, err
+		}
+		d.roundTripAt = p.at(v)
 	}
 	return d, nil
 }
@@ -301,10 +317,18 @@ func (p *parser) expect(n *yaml.Node, field string) (outcome.Expect, error) {
 		return "", err
 	}
 	switch e := outcome.Expect(strings.ToLower(v)); e {
-	case outcome.ExpectDelivered, outcome.ExpectDropped, outcome.ExpectRejected, outcome.ExpectAny:
+	case outcome.ExpectDelivered, outcome.ExpectDropped, outcome.ExpectRejected, outcome.ExpectAny, outcome.ExpectRefused:
 		return e, nil
 	}
-	return "", p.errf(n, field, "%q is not an expectation: give delivered, dropped, rejected or any", v)
+	return "", p.errf(n, field, "%q is not an expectation: give delivered, dropped, rejected, any, or refused (with roundTrip)", v)
+}
+
+// boolean reads true or false, as YAML 1.2 writes them (not yes or on).
+func (p *parser) boolean(n *yaml.Node, field string) (bool, error) {
+	if n.Kind != yaml.ScalarNode || n.Tag != "!!bool" {
+		return false, p.errf(n, field, "want true or false, got %s", kindName(n))
+	}
+	return strings.EqualFold(n.Value, "true"), nil
 }
 
 // timeout reads a Go duration ("10s") or a whole number of seconds.

@@ -88,6 +88,57 @@ func TestParseDefaultsProtocol(t *testing.T) {
 	}
 }
 
+// roundTrip comes from the case, else the defaults, with the line it was
+// written on; expect refused goes with it.
+func TestParseRoundTrip(t *testing.T) {
+	s, err := Parse("rt.yaml", []byte(head+`defaults:
+  roundTrip: true
+  port: 80
+cases:
+- name: from the defaults
+  from: {pod: a}
+  to: {pod: b}
+- name: refused
+  from: {pod: a}
+  to: {pod: b}
+  expect: Refused
+- name: one way
+  from: {pod: a}
+  to: {pod: b}
+  roundTrip: false
+- name: dropped, one way
+  from: {pod: a}
+  to: {pod: b}
+  roundTrip: false
+  expect: dropped
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type rt struct {
+		Name      string
+		RoundTrip bool
+		Line      int
+		Expect    outcome.Expect
+	}
+	var got []rt
+	for _, c := range s.Cases {
+		got = append(got, rt{c.Name, c.RoundTrip, c.RoundTripAt.Line, c.Expect})
+	}
+	want := []rt{
+		{"from the defaults", true, 4, outcome.ExpectDelivered},
+		{"refused", true, 4, outcome.ExpectRefused},
+		{"one way", false, 17, outcome.ExpectDelivered},
+		{"dropped, one way", false, 21, outcome.ExpectDropped},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("cases (-want +got):\n%s", diff)
+	}
+	if at := s.Cases[0].RoundTripAt; at.File != "rt.yaml" {
+		t.Errorf("roundTrip written in %q, want rt.yaml", at.File)
+	}
+}
+
 // Every bad file names the file, the line and the field.
 func TestParseBad(t *testing.T) {
 	good := "- name: a\n  from: {pod: a}\n  to: {pod: b}\n  port: 80\n"
@@ -129,6 +180,19 @@ func TestParseBad(t *testing.T) {
 		{"bad timeout", head + "cases:\n- name: a\n  from: {pod: a}\n  to: {pod: b}\n  timeout: 10m\n",
 			"f.yaml:7: cases[0].timeout (case \"a\")", "out of range"},
 		{"no name", head + "cases:\n- from: {pod: a}\n  to: {pod: b}\n", "f.yaml:4: cases[0].name", "missing"},
+		{"expect refused without roundTrip", head + "cases:\n- name: a\n  from: {pod: a}\n  to: {pod: b}\n  expect: refused\n",
+			"f.yaml:7: cases[0].expect (case \"a\")", "refused needs the answer: add roundTrip: true"},
+		{"expect refused with roundTrip false", head + "cases:\n- name: a\n  from: {pod: a}\n  to: {pod: b}\n  roundTrip: false\n  expect: refused\n",
+			"f.yaml:8: cases[0].expect (case \"a\")", "refused needs the answer"},
+		{"defaults expect refused, roundTrip false in the case", head + "defaults: {expect: refused, roundTrip: true}\ncases:\n" + good +
+			"- name: b\n  from: {pod: a}\n  to: {pod: b}\n  roundTrip: false\n",
+			"f.yaml:12: cases[1].roundTrip (case \"b\")", "defaults.expect is refused"},
+		{"defaults expect refused without roundTrip", head + "defaults:\n  expect: refused\ncases:\n" + good,
+			"f.yaml:4: defaults.expect (case \"a\")", "add roundTrip: true to defaults"},
+		{"roundTrip not a boolean", head + "cases:\n- name: a\n  from: {pod: a}\n  to: {pod: b}\n  roundTrip: maybe\n",
+			"f.yaml:7: cases[0].roundTrip (case \"a\")", "want true or false"},
+		{"roundTrip in defaults not a boolean", head + "defaults: {roundTrip: [true]}\ncases:\n" + good,
+			"f.yaml:3: defaults.roundTrip", "want true or false, got a list"},
 		{"wrong apiVersion", "apiVersion: v1\nkind: " + Kind + "\ncases:\n" + good, "f.yaml:1: apiVersion", "not known"},
 		{"missing kind", "apiVersion: " + APIVersion + "\ncases:\n" + good, "f.yaml:1: kind", "missing"},
 		{"no cases", head + "cases: []\n", "f.yaml:3: cases", "non-empty list"},

@@ -27,8 +27,17 @@ type Result struct {
 func (r Result) Passed() bool { return r.Code == exitcode.OK }
 
 // Message says what happened in one sentence: where the packet's path
-// ended (node, table, flow, policy) and, on failure, what was expected.
+// ended (node, table, flow, policy) and, on failure, what was expected. A
+// round trip's also says which way decided it (roundTripMessage).
 func (r Result) Message(t Trace) string {
+	if t.Case.RoundTrip {
+		return r.roundTripMessage(t)
+	}
+	return r.probeMessage()
+}
+
+// probeMessage is Message of the probe's way alone.
+func (r Result) probeMessage() string {
 	var where string
 	if r.Decided != nil {
 		where = outcome.Describe(r.Verdict, *r.Decided, r.destinationKind())
@@ -60,8 +69,9 @@ type RunFunc func(ctx context.Context, t Trace) Result
 
 // Runner runs a suite's traces concurrently.
 type Runner struct {
-	// Parallel is how many traces run at once: no more than the tag pool
-	// holds, so that no trace fails for want of a tag.
+	// Parallel is how many tags the running traces hold at once: a trace
+	// holds one, a round trip two (the answer's too). No more than the tag
+	// pool holds, so that no trace fails for want of a tag.
 	Parallel int
 	Run      RunFunc
 	Now      func() time.Time
@@ -86,11 +96,8 @@ func (r *Runner) RunAll(ctx context.Context, traces []Trace) []Result {
 	}
 	var wg sync.WaitGroup
 	for i := range traces {
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
-		}
-		if ctx.Err() != nil {
+		slots := traces[i].tags(cap(sem))
+		if !acquire(ctx, sem, slots) {
 			now := r.Now()
 			results[i] = Result{Ended: outcome.Ended{Verdict: outcome.Incomplete}, Code: exitcode.Timeout, Started: now, Done: now,
 				Err: errors.New("not run: the check was interrupted before this trace started")}
@@ -100,7 +107,11 @@ func (r *Runner) RunAll(ctx context.Context, traces []Trace) []Result {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			defer func() { <-sem }()
+			defer func() {
+				for range slots {
+					<-sem
+				}
+			}()
 			report(i, nil)
 			res := r.Run(ctx, traces[i])
 			results[i] = res
@@ -109,6 +120,29 @@ func (r *Runner) RunAll(ctx context.Context, traces []Trace) []Result {
 	}
 	wg.Wait()
 	return results
+}
+
+// acquire takes n slots of sem, and reports false if ctx ended first
+// (the slots it took then stay taken: nothing starts after that).
+func acquire(ctx context.Context, sem chan struct{}, n int) bool {
+	for range n {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			return false
+		}
+	}
+	return ctx.Err() == nil
+}
+
+// tags is how many of the runner's slots t takes: the tags it holds, one
+// for the probe and, on a round trip, one for the answer; never more than
+// parallel, so that a run of one at a time still runs it.
+func (t Trace) tags(parallel int) int {
+	if t.Case.RoundTrip {
+		return min(2, max(parallel, 1))
+	}
+	return 1
 }
 
 // Code is the exit code of a whole run: 0 when every trace met its

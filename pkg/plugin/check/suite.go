@@ -91,6 +91,27 @@ type Case struct {
 	PortAt  Pos
 	Expect  outcome.Expect
 	Timeout time.Duration
+	// RoundTrip follows the destination's answer back to the source too
+	// (the helper engine's round trip): with it, delivered means answered,
+	// and refused can be expected. RoundTripAt is where it was written.
+	RoundTrip   bool
+	RoundTripAt Pos
+}
+
+// OneWayOnly returns an error naming the first case of suites that follows
+// the answer, for a run that can follow the probe only: why says why and
+// what to do. It returns nil when every case is one way.
+func OneWayOnly(suites []*Suite, why string) error {
+	for _, s := range suites {
+		for _, c := range s.Cases {
+			if c.RoundTrip {
+				e := Errorf(c.RoundTripAt, strings.TrimPrefix(c.Path+".roundTrip", "."), "%s", why)
+				e.Case = c.Name
+				return e
+			}
+		}
+	}
+	return nil
 }
 
 // Error is a problem in a suite file: where, which field, and what.

@@ -34,6 +34,9 @@ func (tr *Tracing) RunFunc() RunFunc {
 		started := time.Now()
 		opts := tr.Options
 		opts.Timeout = t.Timeout
+		if t.Case.RoundTrip {
+			opts.RoundTrip = true
+		}
 		var mu sync.Mutex
 		var model outcome.Model
 		r := &tracerun.Runner{Clients: tr.Clients, Options: opts, Emit: func(u outcome.Update) {
@@ -67,7 +70,9 @@ func result(ctx context.Context, t Trace, err error, res Result) Result {
 		res.Code, res.Err = exitcode.Of(err), err
 		return res
 	}
-	res.Code, res.Err = outcome.ExitCode(ended.Verdict, t.Expect, ended.Destination)
+	// Without a reply this is ExitCode; a round trip's delivered probe
+	// passes as the answer says.
+	res.Code, res.Err = outcome.RoundTripExitCode(ended.Verdict, ended.Reply, t.Expect, ended.Destination)
 	return res
 }
 
@@ -81,11 +86,12 @@ func (tr *Tracing) ShareHelpers(ctx context.Context, share bool, traces []Trace,
 	if !share || tr.Options.Engine == "agent" || c.RESTConfig == nil || !tracerun.CanAttach(ctx, c.Kube, tr.Options.HelperNamespace) {
 		return func() error { return nil }
 	}
-	longest := time.Duration(0)
+	longest, slots := time.Duration(0), 0
 	for _, t := range traces {
 		longest = max(longest, t.Timeout)
+		slots += t.tags(parallel)
 	}
-	waves := (len(traces) + parallel - 1) / max(parallel, 1)
+	waves := (slots + parallel - 1) / max(parallel, 1)
 	o := tr.Options
 	pool := helpermode.NewPool(helpermode.PoolConfig{
 		Cluster: helpermode.NewCluster(c.Kube, c.Streams, c.RESTConfig), Namespace: o.HelperNamespace,

@@ -108,7 +108,7 @@ helper pods of its own, as a single trace does.`,
 	f.VarP(&enumValue{&o.output, []string{outputPlain, outputJSON}}, "output", "o",
 		"output format (default: a live table on a terminal, plain lines otherwise); json writes one object per trace")
 	f.Var(&enumValue{&o.color, []string{"auto", "always", "never"}}, "color", "colour the output: auto honours NO_COLOR and needs a terminal")
-	f.IntVar(&o.parallel, "parallel", o.parallel, fmt.Sprintf("how many traces run at once, 1-%d (the tag pool)", tracerun.MaxParallel()))
+	f.IntVar(&o.parallel, "parallel", o.parallel, fmt.Sprintf("how many traces run at once, 1-%d (the tag pool); a roundTrip case counts twice (its answer holds a tag too)", tracerun.MaxParallel()))
 	f.Var(&timeoutValue{&o.timeout}, "timeout", "timeout of a trace whose case and defaults set none, 1s to 300s")
 	f.Var(&enumValue{&o.engine, []string{"auto", "agent", "helper"}}, "engine",
 		"who traces: agent (Antrea's agents), helper (our node helper pods), or auto (agent where Antrea serves Traceflow)")
@@ -223,6 +223,11 @@ func (o *CheckOptions) Validate() error {
 	}
 	if err := tracerun.ValidateOVSRunDir(o.ovsRunDir); err != nil {
 		return exitcode.Wrap(exitcode.Usage, err)
+	}
+	if o.engine == "agent" {
+		if err := check.OneWayOnly(o.suites, "--engine agent: Antrea's Traceflow follows the probe one way only: use --engine helper (or auto) for a round trip, or drop roundTrip"); err != nil {
+			return exitcode.Wrap(exitcode.Usage, err)
+		}
 	}
 	if o.junit != "" {
 		if st, err := os.Stat(o.junit); err == nil && st.IsDir() {

@@ -107,6 +107,22 @@ func TestCheckDirectoryNamesTheBadFile(t *testing.T) {
 	}
 }
 
+// --engine agent follows the probe one way only: a suite with a round
+// trip exits 1 naming the roundTrip's line, before the cluster is asked.
+func TestCheckRoundTripWithTheAgentEngine(t *testing.T) {
+	dir := t.TempDir()
+	f := writeSuite(t, dir, "rt.yaml", suiteHead+"cases:\n- name: one way\n  from: {pod: pod-a}\n  to: {pod: pod-b}\n"+
+		"- name: and back\n  from: {pod: pod-a}\n  to: {pod: pod-b}\n  roundTrip: true\n")
+	r := runCommand(t, []string{"check", "-f", f, "--engine", "agent"}, demoCluster()...)
+	want := f + `:10: cases[1].roundTrip (case "and back"): --engine agent: Antrea's Traceflow follows the probe one way only`
+	if exitcode.Of(r.err) != exitcode.Usage || !strings.HasPrefix(r.err.Error(), want) {
+		t.Fatalf("got exit %d %v, want 1 starting %q", exitcode.Of(r.err), r.err, want)
+	}
+	if r.connected {
+		t.Error("a usage error connected to the cluster")
+	}
+}
+
 func TestAllEndpointsFlag(t *testing.T) {
 	for _, tc := range []struct {
 		name string

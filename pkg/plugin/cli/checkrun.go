@@ -83,6 +83,9 @@ func (r *suiteReporter) progress(i int, res *check.Result) {
 		row.Running, row.Done = false, true
 		row.Passed, row.Verdict, row.Code = res.Passed(), string(res.Verdict), int(res.Code)
 		row.Where, row.Elapsed = res.Message(r.traces[i]), res.Done.Sub(res.Started)
+		if res.Reply != nil {
+			row.Reply = string(res.Reply.Fate)
+		}
 	}
 	switch {
 	case r.live != nil:
@@ -114,7 +117,10 @@ func (r *suiteReporter) close(results []check.Result, code exitcode.Code, took t
 	return r.err
 }
 
-// caseJSON is -o json: one object per trace, written as it ends.
+// caseJSON is -o json: one object per trace, written as it ends. For a
+// round trip, Reply is the answer's fate (once its probe was delivered) and
+// Direction the way that decided the result (forward or reply), whose hop
+// Node, Table and Flow name.
 type caseJSON struct {
 	Case          string  `json:"case"`
 	File          string  `json:"file"`
@@ -124,6 +130,8 @@ type caseJSON struct {
 	Packet        string  `json:"packet,omitempty"`
 	Expect        string  `json:"expect"`
 	Verdict       string  `json:"verdict"`
+	Reply         string  `json:"reply,omitempty"`
+	Direction     string  `json:"direction,omitempty"`
 	Passed        bool    `json:"passed"`
 	ExitCode      int     `json:"exitCode"`
 	Message       string  `json:"message,omitempty"`
@@ -147,7 +155,11 @@ func writeCaseJSON(w io.Writer, t check.Trace, r check.Result) error {
 	if r.Model != nil {
 		c.Packet, c.Trace, c.Tag = r.Model.Trace.Packet, r.Model.Trace.Name, r.Model.Trace.Tag
 	}
-	if h := r.Decided; h != nil {
+	if r.Reply != nil {
+		c.Reply = string(r.Reply.Fate)
+	}
+	c.Direction = r.Direction(t)
+	if h := r.DecidingHop(t); h != nil {
 		c.Node, c.Table, c.Flow, c.Inferred = h.Node, tableName(*h), h.Flow, h.Inferred()
 		c.NetworkPolicy, c.Rule = h.Observation.NetworkPolicy, h.Observation.NetworkPolicyRule
 	}

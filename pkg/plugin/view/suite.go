@@ -21,7 +21,11 @@ type SuiteRow struct {
 	Running, Done bool
 	Passed        bool
 	Verdict       string
-	// Where says where the packet's path ended, or why the trace failed.
+	// Reply is the answer's fate (Answered, Refused, Lost, Unanswered), for
+	// a round trip whose probe was delivered; "" otherwise.
+	Reply string
+	// Where says where the packet's path ended, or why the trace failed;
+	// for a round trip, which way (forward or reply) and at which hop.
 	Where   string
 	Started time.Time
 	Elapsed time.Duration
@@ -85,7 +89,8 @@ func (l *SuiteLive) Frame(rows []SuiteRow, now time.Time, step int) string {
 
 // SuitePlain writes one line per finished trace, for pipes and CI logs:
 // PASS or FAIL, the case, then key=value fields (quoted where needed, so
-// cluster strings cannot inject escape codes).
+// cluster strings cannot inject escape codes); reply= only for a round
+// trip's answer.
 type SuitePlain struct{ W io.Writer }
 
 // Write renders a finished row.
@@ -94,7 +99,7 @@ func (p SuitePlain) Write(r SuiteRow) error {
 	if !r.Passed {
 		status = "FAIL"
 	}
-	_, err := fmt.Fprintf(p.W, "%s %s\n", status, kv(quoteIfNeeded(r.Name), "verdict", r.Verdict, "time", fmtDur(r.Elapsed),
+	_, err := fmt.Fprintf(p.W, "%s %s\n", status, kv(quoteIfNeeded(r.Name), "verdict", r.Verdict, "reply", r.Reply, "time", fmtDur(r.Elapsed),
 		"exit", fmt.Sprint(r.Code), "where", r.Where))
 	return err
 }
