@@ -89,15 +89,21 @@ func (r *ReplyRun) Arm(to probe.ReplyTo) error {
 }
 
 // after waits for the answer's trace where the probe's outcome on this
-// node lets an answer pass here, and stops it where it cannot (the probe
-// was dropped here, or left the pod network, where the answer comes back
-// translated and is not caught). It returns the probe's outcome: the
-// answer's lines are its own. A nil r has nothing to wait for.
+// node lets an answer pass here: the probe was delivered, went into a
+// tunnel, or left the pod network untranslated (a node's kernel that
+// masquerades it undoes that on the answer before the answer enters the
+// bridge, where it is caught). It stops it where no answer can pass, or
+// none the catch knows: the probe was dropped here, or its source was
+// translated in the pipeline (its answer comes back to the translated
+// address). It returns the probe's outcome: the answer's lines are its
+// own. A nil r has nothing to wait for.
 func (r *ReplyRun) after(out Outcome, err error) (Outcome, error) {
 	if r == nil {
 		return out, err
 	}
-	if a := out.Final().Action; r.done == nil || err != nil || out.ExitCode != ExitOK || (a != report.ActionDelivered && a != report.ActionForwarded) {
+	a := out.Final().Action
+	passes := a == report.ActionDelivered || a == report.ActionForwarded || (a.Normalize() == report.ActionForwardedOutOfNetwork && !out.SourceTranslated)
+	if r.done == nil || err != nil || out.ExitCode != ExitOK || !passes {
 		r.cancel()
 	}
 	if r.done != nil {

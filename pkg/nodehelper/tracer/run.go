@@ -109,6 +109,9 @@ type session struct {
 	want func(frame []byte) bool
 	// answer is what the answer the trace follows says.
 	answer *report.Answer
+	// srcTranslated: the probe's source was seen translated here (SNAT
+	// in the pipeline, as a gateway router's).
+	srcTranslated bool
 	// hostAddrs reads the node's addresses on a port's host interface
 	// (ToOwnAddress).
 	hostAddrs HostAddrs
@@ -259,4 +262,7 @@ type Outcome struct {
 	// not its probe (a reply that copied the DSCP, a forgery without the
 	// trace's mark): let go, never reported.
 	IgnoredPackets int
+	// SourceTranslated: the probe's source was translated on this node's
+	// pipeline (SNAT), so its answer comes back to another address.
+	SourceTranslated bool
 }

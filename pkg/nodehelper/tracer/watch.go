@@ -104,7 +104,7 @@ func (w *watcher) emitTranslation(ctx context.Context, dstIP netip.Addr, i int) 
 // so, attributed to the last hop up to i whose flow asks conntrack for a
 // source NAT (else the last conntrack hop).
 func (w *watcher) emitSourceTranslation(ctx context.Context, srcIP netip.Addr, i int) error {
-	w.srcTranslated = true
+	w.srcTranslated, w.s.srcTranslated = true, true
 	hops := w.p.t.Hops[:i+1]
 	j := lastHopWith(hops, func(a string) bool { return strings.Contains(a, "nat(src=") })
 	if j < 0 {
@@ -278,7 +278,7 @@ func (s *session) finish(res report.NodeResult, p *path, code int, sum string) (
 	}
 	c := code
 	err := s.c.Out.Write(report.Line{Type: report.TypeResult, Result: &res, Explanation: ex, ExitCode: &c})
-	return Outcome{ExitCode: code, Result: res, ForeignPacketIns: s.foreign, IgnoredPackets: s.ignored}, err
+	return Outcome{ExitCode: code, Result: res, ForeignPacketIns: s.foreign, IgnoredPackets: s.ignored, SourceTranslated: s.srcTranslated}, err
 }
 
 // natTable names the table to which a destination translation seen at hop

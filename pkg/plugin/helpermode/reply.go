@@ -67,11 +67,29 @@ func (m *machine) holdForAnswer(end *ending) *ending {
 		return end
 	case m.reply.held != nil:
 		return m.replyDecided(false)
+	case end.verdict == outcome.ForwardedOutOfNetwork && outcome.ReachedDestination(end.verdict, m.dstKind):
+		if th := m.translatedAt(); th != nil {
+			at := &th.Hop
+			m.emit(outcome.Warning{At: outcome.At{Time: th.At}, Node: at.Node, Message: fmt.Sprintf(
+				"the probe's source was translated to %s on %s (table %s) on its way out: its answer comes back to that address, which the round trip does not follow yet; the verdict is the probe's alone", at.Observation.TranslatedSrcIP, at.Node, tableOf(*at))})
+			return end
+		}
 	case end.verdict != outcome.Delivered:
 		return end
 	}
 	m.reply.held = end
 	return m.replyDecided(false)
+}
+
+// translatedAt is the probe's hop that translated its source (SNAT in the
+// pipeline), if one did.
+func (m *machine) translatedAt() *outcome.TimedHop {
+	for i := range m.hops {
+		if m.hops[i].Observation.TranslatedSrcIP != "" {
+			return &m.hops[i]
+		}
+	}
+	return nil
 }
 
 // replyDecided is the ending once the answer's fate is known, else nil;

@@ -1,6 +1,7 @@
 package helpermode
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -105,5 +106,44 @@ func TestMachineRoundTripEnds(t *testing.T) {
 	}
 	if m.ended == nil || m.ended.verdict != outcome.Dropped || m.ended.reply != nil {
 		t.Fatalf("dropped probe: ended %+v, want Dropped at once without a reply", m.ended)
+	}
+}
+
+// A probe to an address outside the pod network that left it untranslated
+// (a node's kernel masquerades it) waits for its answer, which the node
+// un-SNATs before it enters the bridge; one whose source the pipeline
+// translated ends with the probe's verdict and a warning, since its
+// answer comes back to an address the round trip does not follow.
+func TestMachineRoundTripOutside(t *testing.T) {
+	cfg := machineConfig{trace: "tf", sender: "n1", namespace: "ns", image: "img", timeout: 10 * time.Second, shared: true, roundTrip: true,
+		dstKind: outcome.DestinationOutside}
+	out := obsLine(report.Observation{Component: report.ComponentForwarding, Action: report.ActionForwardedOutOfNetwork}, 20, "Output", "f")
+	m := newMachine(cfg)
+	for _, ev := range []event{begin(), created("sender@n1"), line("sender@n1", readyLine(report.RoleSender)), line("sender@n1", out)} {
+		m.step(ev)
+	}
+	if m.ended != nil {
+		t.Fatalf("an untranslated probe out of the pod network ended before its answer: %+v", *m.ended)
+	}
+	for _, ev := range []event{line("sender@n1", caughtLine("echo reply", false)), line("sender@n1", replyHome)} {
+		m.step(ev)
+	}
+	if m.ended == nil || m.ended.verdict != outcome.ForwardedOutOfNetwork || m.ended.reply == nil || m.ended.reply.Fate != outcome.Answered {
+		t.Fatalf("ended %+v, want ForwardedOutOfNetwork and Answered", m.ended)
+	}
+	m = newMachine(cfg)
+	snat := obsLine(report.Observation{Component: report.ComponentForwarding, Action: report.ActionForwarded, TranslatedSrcIP: "10.89.0.11"}, 40, "lr_out_snat", "f")
+	var warned bool
+	for _, ev := range []event{begin(), created("sender@n1"), line("sender@n1", readyLine(report.RoleSender)), line("sender@n1", snat), line("sender@n1", out)} {
+		for _, e := range m.step(ev) {
+			if em, ok := e.(effEmit); ok {
+				if w, ok := em.u.(outcome.Warning); ok && strings.Contains(w.Message, "10.89.0.11") {
+					warned = true
+				}
+			}
+		}
+	}
+	if m.ended == nil || m.ended.reply != nil || !warned {
+		t.Fatalf("SNATed in the pipeline: ended %+v, warned %v; want the probe's verdict at once, with a warning", m.ended, warned)
 	}
 }
