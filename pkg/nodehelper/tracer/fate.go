@@ -55,18 +55,23 @@ func fateVerdict(t ofproto.Trace, br *ovsdb.Bridge) (int, Verdict) {
 		v.Reason = "datapath actions: " + fate.Raw
 		return hops[pick], v
 	}
+	// OVN's arp {} pauses the packet for ovn-controller: OVS's trace
+	// stops there, and its datapath actions need not show the controller
+	// action (inside a check_pkt_len branch they do not: measured on the
+	// genuine OVN-Kubernetes, a gateway router's first packet to the
+	// lab's host).
+	for i := len(t.Hops) - 1; i >= last; i-- {
+		for _, c := range t.Hops[i].Controllers() {
+			if IsNextHopResolution(c) {
+				return i, heldForNextHop(c)
+			}
+		}
+	}
 	if fate.Controller {
 		for i := len(t.Hops) - 1; i >= last; i-- {
 			for _, c := range t.Hops[i].Controllers() {
 				if IsReject(c) {
 					return i, Verdict{Action: report.ActionRejected, Reason: fmt.Sprintf("a controller action whose userdata (% x) asks the pipeline's agent to reject the packet", c.Userdata)}
-				}
-			}
-		}
-		for i := len(t.Hops) - 1; i >= last; i-- {
-			for _, c := range t.Hops[i].Controllers() {
-				if IsNextHopResolution(c) {
-					return i, heldForNextHop(c)
 				}
 			}
 		}
