@@ -125,8 +125,22 @@ func DeleteByCookie(xid uint32, cookie, mask uint64) ([]byte, error) {
 // PacketOut injects data as if it arrived on inPort and runs it through the
 // pipeline from table 0.
 func PacketOut(xid uint32, inPort uint32, data []byte) ([]byte, error) {
+	return PacketOutMarked(xid, inPort, 0, data)
+}
+
+// PacketOutMarked is PacketOut of a packet that carries pkt_mark mark (0:
+// none), as the kernel's skb mark of a packet the host sent.
+func PacketOutMarked(xid uint32, inPort, mark uint32, data []byte) ([]byte, error) {
 	po := of15.NewPacketOut()
 	po.Match.AddField(*of15.NewInPortField(inPort))
+	if mark != 0 {
+		f, err := of15.FindFieldHeaderByName("NXM_NX_PKT_MARK", false)
+		if err != nil {
+			return nil, err
+		}
+		f.Value = &of15.Uint32Message{Data: mark}
+		po.AddAction(of15.NewActionSetField(*f))
+	}
 	po.AddAction(of15.NewActionOutput(PortTable))
 	po.Data = rawMessage(data)
 	return marshal(po, xid)

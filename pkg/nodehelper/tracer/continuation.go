@@ -47,7 +47,7 @@ func (s *session) catchers(ctx context.Context, ethType uint16) ([][]byte, error
 			}
 		}
 	}
-	clear := openflow.SetFieldAction(openflow.PktMarkField(0))
+	clear := openflow.SetFieldAction(openflow.PktMarkField(s.hostMark))
 	match := append(append(openflow.EthTypeField(ethType), openflow.DSCPField(s.c.Tag)...), openflow.PktMarkField(markCont)...)
 	var out [][]byte
 	for _, table := range tables {
@@ -132,7 +132,7 @@ func (s *session) trampoline(md openflow.Metadata, table uint8) (openflow.Metada
 		md.HasTunID, md.TunSrc, md.TunDst = false, netip.Addr{}, netip.Addr{}
 		md.TunMetadata, md.TunFlags, md.HasTunFlags = nil, 0, false
 	}
-	actions := append(append(openflow.SetFieldAction(openflow.PktMarkField(0)), tunnelSet...), openflow.ResubmitAction(table)...)
+	actions := append(append(openflow.SetFieldAction(openflow.PktMarkField(s.hostMark)), tunnelSet...), openflow.ResubmitAction(table)...)
 	return md, openflow.NewFlow(s.of.NextXid(), 0, 0xffff, s.cookie|kindTramp, s.c.hardTimeout(), openflow.PktMarkField(ownMark(markTramp, s.c.Tag)), actions)
 }
 

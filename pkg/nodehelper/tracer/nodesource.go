@@ -98,3 +98,29 @@ func isZeroMAC(m net.HardwareAddr) bool {
 	}
 	return true
 }
+
+// antreaHostLocalSourceMark is the mark Antrea's iptables rule (mangle
+// ANTREA-OUTPUT: "mark LOCAL output packets") puts on every packet the
+// node itself sends out of antrea-gw0, bit 31; its IngressSecurityClassifier
+// lets packets with it past ingress policy, which is how the kubelet's
+// probes reach isolated pods (pipeline.go, localProbeFlows, Antrea v2.3).
+const antreaHostLocalSourceMark = 1 << 31
+
+// hostMark is the pkt_mark the node's own packet carries into the bridge,
+// for a probe from the node: Antrea's host-local mark where the pipeline is
+// Antrea's (its IngressSecurityClassifier table) and the datapath is the
+// kernel's, which carries the skb mark into OVS; nothing on a userspace
+// (netdev) datapath, which does not (measured in the lab: the kubelet's
+// probes of an isolated pod are dropped there), nor on other pipelines,
+// whose marks the helper does not know to be the kernel's.
+func hostMark(spec TraceSpec, names TableNames, datapathType string) uint32 {
+	if !spec.SourceNode || datapathType == "netdev" {
+		return 0
+	}
+	for _, n := range names {
+		if n == "IngressSecurityClassifier" {
+			return antreaHostLocalSourceMark
+		}
+	}
+	return 0
+}

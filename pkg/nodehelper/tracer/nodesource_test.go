@@ -162,3 +162,29 @@ func rtattr(typ uint16, v []byte) []byte {
 	copy(b[unix.SizeofRtAttr:], v)
 	return b
 }
+
+// A probe from the node carries Antrea's host-local mark where the node's
+// own packets do: on Antrea's pipeline over the kernel datapath, not over
+// the userspace one (the lab's), nor on another pipeline, nor from a pod.
+func TestHostMark(t *testing.T) {
+	antrea := TableNames{0: "PipelineRootClassifier", 21: "IngressSecurityClassifier"}
+	lab := TableNames{0: "PipelineRootClassifier", 16: "IngressRule"}
+	node := TraceSpec{SourceNode: true}
+	for _, tc := range []struct {
+		name     string
+		spec     TraceSpec
+		names    TableNames
+		datapath string
+		want     uint32
+	}{
+		{"antrea, kernel datapath", node, antrea, "system", 1 << 31},
+		{"antrea, default datapath", node, antrea, "", 1 << 31},
+		{"antrea, userspace datapath", node, antrea, "netdev", 0},
+		{"another pipeline", node, lab, "system", 0},
+		{"a pod's probe", TraceSpec{SourcePod: "ns/a"}, antrea, "system", 0},
+	} {
+		if got := hostMark(tc.spec, tc.names, tc.datapath); got != tc.want {
+			t.Errorf("%s: %#x, want %#x", tc.name, got, tc.want)
+		}
+	}
+}

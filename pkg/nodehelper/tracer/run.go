@@ -75,6 +75,13 @@ type session struct {
 	of    *openflow.Session
 	ovs   ofproto.Client
 	names Namer
+	// tables are the bridge's own table names (TABLE_FEATURES), whatever
+	// names hops.
+	tables TableNames
+	// hostMark is the pkt_mark a probe from the node carries as the
+	// node's own packets do (hostMark in nodesource.go); continuations
+	// restore it where they clear their own mark.
+	hostMark uint32
 	// naming says why hops carry table numbers only, where they do on a
 	// pipeline that has names of its own (OVN's southbound unreadable).
 	naming string
@@ -186,7 +193,7 @@ func open(ctx context.Context, c Common) (*session, error) {
 		s.of.Close()
 		return nil, setupErr("%w", err)
 	}
-	s.names = tables
+	s.names, s.tables = tables, tables
 	if s.ovnRemote != "" {
 		s.names, s.naming = readOVNNames(ctx, tables, s.ovnRemote, c.Logf)
 	}

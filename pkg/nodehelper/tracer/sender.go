@@ -64,7 +64,12 @@ func Trace(ctx context.Context, spec TraceSpec) (Outcome, error) {
 	if err != nil {
 		return Outcome{ExitCode: ExitSetup}, setupErr("%w", err)
 	}
-	t, err := s.trace(ctx, fmt.Sprintf("in_port=%d", src.Ofport), pkt)
+	md := fmt.Sprintf("in_port=%d", src.Ofport)
+	if s.hostMark = hostMark(spec, s.tables, s.br.DatapathType); s.hostMark != 0 {
+		md += fmt.Sprintf(",pkt_mark=%#x", s.hostMark)
+		s.c.Logf("the probe carries pkt_mark %#x, as the node's own packets do: Antrea's iptables mark what the node sends out of its gateway, and the kernel datapath (%q) carries the mark into OVS", s.hostMark, s.br.DatapathType)
+	}
+	t, err := s.trace(ctx, md, pkt)
 	if err != nil {
 		return Outcome{ExitCode: ExitSetup}, setupErr("ask OVS for its trace of the probe: %w", err)
 	}
@@ -92,7 +97,7 @@ func Trace(ctx context.Context, spec TraceSpec) (Outcome, error) {
 	if err := s.ready(report.RoleSender, len(plan.FlowMods), src.Name, string(match)); err != nil {
 		return reply.after(Outcome{ExitCode: ExitSetup}, err)
 	}
-	po, err := openflow.PacketOut(s.of.NextXid(), uint32(src.Ofport), pkt) //nolint:gosec // ofport > 0 checked
+	po, err := openflow.PacketOutMarked(s.of.NextXid(), uint32(src.Ofport), s.hostMark, pkt) //nolint:gosec // ofport > 0 checked
 	if err == nil {
 		err = s.of.Send(po)
 	}
