@@ -315,10 +315,16 @@ func finished(t *testing.T, buf *syncBuffer, done <-chan tracer.Outcome) (tracer
 // tag's default).
 func receiveMarked(t *testing.T, n *ovstest.Node, tag uint8, mark uint32) (*syncBuffer, <-chan tracer.Outcome) {
 	t.Helper()
+	return receiveWith(t, n, tag, func(c *tracer.Common) { c.Mark = mark })
+}
+
+// receiveWith is receive with set's changes to the receiver's Common.
+func receiveWith(t *testing.T, n *ovstest.Node, tag uint8, set func(c *tracer.Common)) (*syncBuffer, <-chan tracer.Outcome) {
+	t.Helper()
 	var buf syncBuffer
 	ready := make(chan struct{})
 	c := common(n, tag, &readySignal{w: &buf, ready: ready}, t)
-	c.Mark = mark
+	set(&c)
 	done := make(chan tracer.Outcome, 1)
 	ended := make(chan struct{})
 	go func() {

@@ -3,9 +3,7 @@
 package tracer_test
 
 import (
-	"context"
 	"testing"
-	"time"
 
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/probe"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/report"
@@ -97,27 +95,11 @@ func TestIntegrationRoundTripAcrossNodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	const tag, replyTag = 33, 34
-	var buf syncBuffer
-	ready := make(chan struct{})
-	c := common(tn.n2, tag, &readySignal{w: &buf, ready: ready}, t)
-	c.ReplyTag = replyTag
-	done := make(chan tracer.Outcome, 1)
-	go func() {
-		out, err := tracer.Receive(context.Background(), c)
-		if err != nil {
-			t.Errorf("receive: %v", err)
-		}
-		done <- out
-	}()
-	select {
-	case <-ready:
-	case <-time.After(2 * time.Minute):
-		t.Fatal("receiver not ready")
-	}
+	rbuf, rdone := receiveWith(t, tn.n2, tag, func(c *tracer.Common) { c.ReplyTag = replyTag })
 	spec := tracer.TraceSpec{Common: common(tn.n1, tag, nil, t), SourcePod: tn.a.Ref(), Destination: tn.b.IP, Protocol: probe.TCP, DstPort: 80, TCPFlags: 0x02}
 	spec.ReplyTag = replyTag
 	_, slines := traced(t, spec)
-	_, rlines := finished(t, &buf, done)
+	_, rlines := finished(t, rbuf, rdone)
 	sfwd, sanswer := splitReply(slines)
 	rfwd, ranswer := splitReply(rlines)
 	result(t, sfwd)

@@ -185,7 +185,10 @@ func (r *recorder) results(final bool) []report.NodeResult {
 	for _, key := range r.order {
 		hops := r.byNode[key]
 		shown := outcome.AntreaSettled(hops)
-		if final {
+		switch {
+		case hops[0].Role == report.RoleReply:
+			shown = hops // as Model.NodeSummary: an answer's every hop
+		case final:
 			shown = outcome.AntreaSummary(hops)
 		}
 		// A node's role is that of its first hop (its helper's).

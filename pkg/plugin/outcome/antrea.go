@@ -317,7 +317,9 @@ func (m *Model) summarises() bool { return m.Trace.Engine != EngineAgent }
 // NodeSummary is what n's hops say in Antrea's words (AntreaSummary), for
 // a helper's trace; an agent's hops as they are.
 func (m *Model) NodeSummary(n *NodeState) []TimedHop {
-	if !m.summarises() {
+	// An answer's hops are every hop: Antrea's words are for a probe's
+	// way (its agents report no answer), and plain output prints them all.
+	if !m.summarises() || n.Role == report.RoleReply {
 		return n.Hops
 	}
 	return AntreaSummary(n.Hops)
