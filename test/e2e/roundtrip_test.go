@@ -70,6 +70,24 @@ func TestRoundTrip(t *testing.T) {
 			t.Errorf("a refused answer with --expect refused: exit %d, want 0", r.code)
 		}
 	})
+	t.Run("hairpin is not followed", func(t *testing.T) {
+		// b through the Service back to itself: the pipeline translates the
+		// source on the way (hairpin SNAT), so the answer goes to an
+		// address the catch does not know; the trace says so.
+		r := runTrace(t, "-n", f.ns, "b", "svc/web", "--round-trip")
+		if real := realTraffic(t, probe{f.ns, "b", "tcp", clusterIP, 80}); real != served {
+			t.Fatalf("real traffic b -> svc/web %s, want served", real)
+		}
+		if r.code != 0 || r.record == nil || r.record.Annotations[labels.VerdictAnnotation] != "Delivered" {
+			t.Fatalf("exit %d: want 0 and Delivered", r.code)
+		}
+		if fate, ok := r.record.Annotations[labels.ReplyAnnotation]; ok {
+			t.Errorf("the hairpin's answer is said to be %s, but it cannot be followed", fate)
+		}
+		if !strings.Contains(r.stderr, "the answer was not followed") {
+			t.Errorf("no warning that the answer was not followed:\n%s", r.stderr)
+		}
+	})
 	t.Run("dropped has no answer", func(t *testing.T) {
 		p := probe{f.ns, "a", "tcp", f.pods["locked"].Status.PodIP, 80}
 		r := runTrace(t, "-n", f.ns, "a", "locked", "--tcp", "80", "--round-trip")

@@ -77,6 +77,10 @@ type Line struct {
 	// Answer says what the answer is, on the observation of the node
 	// where the answer was caught.
 	Answer *Answer `json:"answer,omitempty"`
+	// Unfollowed, on the answer's result line, says why the helper did
+	// not follow the answer (the probe's source was translated, so the
+	// answer comes back to an address its catch does not know).
+	Unfollowed string `json:"unfollowed,omitempty"`
 }
 
 // Answer is what came back to the probe's source.

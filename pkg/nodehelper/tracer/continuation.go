@@ -98,6 +98,7 @@ func (s *session) extend(ctx context.Context, p *path, pin openflow.PacketIn, ta
 	}
 	from := p.appendContinuation(t, s.cookie|kindTramp, table, mdFlow)
 	if hairpin {
+		s.keptBack = true
 		s.predictRest(p, from, del)
 		return nil
 	}

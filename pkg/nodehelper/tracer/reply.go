@@ -102,7 +102,20 @@ func (r *ReplyRun) after(out Outcome, err error) (Outcome, error) {
 		return out, err
 	}
 	a := out.Final().Action
-	passes := a == report.ActionDelivered || a == report.ActionForwarded || (a.Normalize() == report.ActionForwardedOutOfNetwork && !out.SourceTranslated)
+	passes := a == report.ActionDelivered || a == report.ActionForwarded || a.Normalize() == report.ActionForwardedOutOfNetwork
+	if err == nil && out.ExitCode == ExitOK && passes {
+		why := ""
+		switch {
+		case out.KeptBack:
+			why = "the helper did not let the probe go on to its destination (a hairpin back to its source, which it does not resume; see the trace's explanation), so nothing answered it"
+		case out.SourceTranslated:
+			why = "the probe's source was translated on this node's pipeline (SNAT): its answer comes back to the translated address, which the answer's catch does not know"
+		}
+		if why != "" {
+			r.s.unfollowed.Store(&why)
+			passes = false
+		}
+	}
 	if r.done == nil || err != nil || out.ExitCode != ExitOK || !passes {
 		r.cancel()
 	}
@@ -194,7 +207,11 @@ func (s *session) unanswered(ctx context.Context, err error) (Outcome, error) {
 	if ctx.Err() != nil {
 		ex.Summary = "no answer to the probe passed this node before the trace stopped following it"
 	}
-	if err := s.c.Out.Write(report.Line{Type: report.TypeResult, Result: &res, Explanation: ex, ExitCode: &code}); err != nil {
+	var unfollowed string
+	if why := s.unfollowed.Load(); why != nil {
+		unfollowed, ex.Summary = *why, *why
+	}
+	if err := s.c.Out.Write(report.Line{Type: report.TypeResult, Result: &res, Explanation: ex, ExitCode: &code, Unfollowed: unfollowed}); err != nil {
 		return Outcome{}, err
 	}
 	return Outcome{ExitCode: code, Result: res}, nil

@@ -6,6 +6,7 @@ import (
 	"math"
 	"net/netip"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	"github.com/kubectl-traceflow/kubectl-traceflow/internal/version"
@@ -117,8 +118,14 @@ type session struct {
 	// answer is what the answer the trace follows says.
 	answer *report.Answer
 	// srcTranslated: the probe's source was seen translated here (SNAT
-	// in the pipeline, as a gateway router's).
+	// in the pipeline, as a gateway router's or a hairpin's).
 	srcTranslated bool
+	// unfollowed says why an answer's trace stopped following the
+	// answer before it came (ReplyRun.after, from the probe's goroutine).
+	unfollowed atomic.Pointer[string]
+	// keptBack: the probe was not let go on to its destination (a
+	// hairpin, see extend): nothing can answer it.
+	keptBack bool
 	// hostAddrs reads the node's addresses on a port's host interface
 	// (ToOwnAddress).
 	hostAddrs HostAddrs
@@ -272,4 +279,7 @@ type Outcome struct {
 	// SourceTranslated: the probe's source was translated on this node's
 	// pipeline (SNAT), so its answer comes back to another address.
 	SourceTranslated bool
+	// KeptBack: the helper did not let the probe go on to its destination
+	// (a hairpin it does not resume), so nothing answers it.
+	KeptBack bool
 }

@@ -188,6 +188,11 @@ func (w *watcher) observed(ctx context.Context, pin openflow.PacketIn, hop, cand
 			return err
 		}
 	}
+	if derr == nil && s.want == nil && s.probeSrcIP.IsValid() && sum.SrcIP.IsValid() && sum.SrcIP != s.probeSrcIP {
+		// Translated here, reported or not (a hairpin's SNAT is not):
+		// the answer goes to another address (ReplyRun.after).
+		s.srcTranslated = true
+	}
 	h := p.t.Hops[i]
 	v := w.hopVerdict(i, pin)
 	o := decidingACL(Observation(h, v, s.names), p.t, i, s.names)
@@ -278,7 +283,7 @@ func (s *session) finish(res report.NodeResult, p *path, code int, sum string) (
 	}
 	c := code
 	err := s.c.Out.Write(report.Line{Type: report.TypeResult, Result: &res, Explanation: ex, ExitCode: &c})
-	return Outcome{ExitCode: code, Result: res, ForeignPacketIns: s.foreign, IgnoredPackets: s.ignored, SourceTranslated: s.srcTranslated}, err
+	return Outcome{ExitCode: code, Result: res, ForeignPacketIns: s.foreign, IgnoredPackets: s.ignored, SourceTranslated: s.srcTranslated, KeptBack: s.keptBack}, err
 }
 
 // natTable names the table to which a destination translation seen at hop

@@ -23,8 +23,10 @@ type ending struct {
 	// apiAway: the trace ended because the API server went away.
 	apiAway bool
 	// reply is the answer's fate, for a round trip whose probe was
-	// delivered (reply.go).
-	reply *outcome.ReplyEnd
+	// delivered (reply.go); replyDone: the round trip's end is decided,
+	// with reply nil where the answer was not followed.
+	reply     *outcome.ReplyEnd
+	replyDone bool
 }
 
 // lineMsg is what a helper's stream says, for the helper named pod.

@@ -26,6 +26,9 @@ type replyState struct {
 	// done holds the helpers that stopped following the answer (its
 	// result or cleanup line, or the end of their report).
 	done map[*helper]bool
+	// unfollowed says why a helper did not follow the answer, where one
+	// said so (the probe's source was translated on its node).
+	unfollowed, unfollowedOn string
 }
 
 // onReplyLine folds one of the answer's lines.
@@ -43,6 +46,9 @@ func (m *machine) onReplyLine(h *helper, l report.Line, at time.Time) *ending {
 		m.emit(outcome.Observed{At: outcome.At{Time: at}, Hop: hop})
 		m.out = append(m.out, effRecord{hop: hop, at: at})
 	case report.TypeResult, report.TypeCleanup:
+		if l.Unfollowed != "" && m.reply.unfollowed == "" {
+			m.reply.unfollowed, m.reply.unfollowedOn = l.Unfollowed, h.node
+		}
 		m.replyStopped(h)
 	}
 	return m.replyDecided(false)
@@ -61,7 +67,7 @@ func (m *machine) replyStopped(h *helper) {
 // probe's verdict is held, another word on it changes nothing.
 func (m *machine) holdForAnswer(end *ending) *ending {
 	switch {
-	case !m.roundTrip || end.reply != nil:
+	case !m.roundTrip || end.replyDone:
 		return end
 	case end.err != nil || end.verdict == outcome.Failed:
 		return end
@@ -104,8 +110,25 @@ func (m *machine) replyDecided(timedOut bool) *ending {
 		return nil
 	}
 	e := *held
+	e.replyDone = true
+	if r.Fate == "" {
+		// Not followed: the probe's verdict alone, and why.
+		m.emit(outcome.Warning{At: outcome.At{Time: m.lastReplyAt()}, Node: m.reply.unfollowedOn, Message: "the answer was not followed: " + r.Reason})
+		return &e
+	}
 	e.reply = r
 	return &e
+}
+
+// lastReplyAt is the time of the answer's last hop, else of the probe's.
+func (m *machine) lastReplyAt() time.Time {
+	if n := len(m.reply.hops); n > 0 {
+		return m.reply.hops[n-1].At
+	}
+	if n := len(m.hops); n > 0 {
+		return m.hops[n-1].At
+	}
+	return time.Time{}
 }
 
 // replyEnd is the answer's fate: from the first of its hops that ends its
@@ -141,6 +164,9 @@ func (m *machine) replyEnd(timedOut bool) *outcome.ReplyEnd {
 			return &outcome.ReplyEnd{Fate: outcome.Lost, Answer: kind, Decided: &h,
 				Reason: fmt.Sprintf("the answer (%s) left the pod network on %s (table %s) instead of coming back to the source", kind, h.Node, tableOf(h))}
 		}
+	}
+	if m.reply.unfollowed != "" {
+		return &outcome.ReplyEnd{Reason: m.reply.unfollowed + " (" + m.reply.unfollowedOn + ")"}
 	}
 	if !timedOut && !m.replyFollowedToTheEnd() {
 		return nil

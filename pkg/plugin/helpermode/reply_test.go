@@ -147,3 +147,26 @@ func TestMachineRoundTripOutside(t *testing.T) {
 		t.Fatalf("SNATed in the pipeline: ended %+v, warned %v; want the probe's verdict at once, with a warning", m.ended, warned)
 	}
 }
+
+// A helper that did not follow the answer (the probe's source was
+// translated on its node, as a hairpin's is) ends the round trip with the
+// probe's verdict and a warning that says why, not with Unanswered.
+func TestMachineRoundTripUnfollowed(t *testing.T) {
+	cfg := machineConfig{trace: "tf", sender: "n1", namespace: "ns", image: "img", timeout: 10 * time.Second, shared: true, roundTrip: true}
+	m := newMachine(cfg)
+	unfollowed := replyLine(resultLine("n1", report.RoleReceiver, 3))
+	unfollowed.Unfollowed = "the probe's source was translated"
+	var warned bool
+	for _, ev := range []event{begin(), created("sender@n1"), line("sender@n1", readyLine(report.RoleSender)), line("sender@n1", deliveredLine), line("sender@n1", unfollowed)} {
+		for _, e := range m.step(ev) {
+			if em, ok := e.(effEmit); ok {
+				if w, ok := em.u.(outcome.Warning); ok && strings.Contains(w.Message, "not followed: the probe's source was translated") {
+					warned = true
+				}
+			}
+		}
+	}
+	if m.ended == nil || m.ended.verdict != outcome.Delivered || m.ended.reply != nil || !warned {
+		t.Fatalf("ended %+v, warned %v: want Delivered without an answer's fate, and a warning", m.ended, warned)
+	}
+}
