@@ -81,6 +81,13 @@ func (r ReplyTo) answer(p gopacket.Packet) (report.Answer, bool) {
 			return report.Answer{Kind: "RST", Refused: true}, ok
 		case l4.SYN:
 			return report.Answer{Kind: "SYN-ACK"}, ok
+		case l4.ACK:
+			// A destination that still holds an earlier connection on
+			// these ports (its TIME_WAIT) answers the SYN with an ACK of
+			// that connection: an answer all the same, back on the same
+			// path, whatever it acknowledges.
+			return report.Answer{Kind: "ACK of an earlier connection on these ports"},
+				r.Protocol == TCP && uint16(l4.DstPort) == r.SrcPort
 		}
 		return report.Answer{Kind: "TCP"}, false
 	case *layers.UDP:

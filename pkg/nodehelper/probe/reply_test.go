@@ -68,6 +68,7 @@ func TestAnswers(t *testing.T) {
 		{"SYN-ACK", tcp, answerFrame(t, layers.IPProtocolTCP, &layers.TCP{SrcPort: 80, DstPort: 50123, SYN: true, ACK: true, Ack: 2}), true, "SYN-ACK", false},
 		{"RST", tcp, answerFrame(t, layers.IPProtocolTCP, &layers.TCP{SrcPort: 80, DstPort: 50123, RST: true, ACK: true, Ack: 2}), true, "RST", true},
 		{"SYN-ACK to another SYN", tcp, answerFrame(t, layers.IPProtocolTCP, &layers.TCP{SrcPort: 80, DstPort: 50123, SYN: true, ACK: true, Ack: 900}), false, "SYN-ACK", false},
+		{"TIME_WAIT's ACK", tcp, answerFrame(t, layers.IPProtocolTCP, &layers.TCP{SrcPort: 80, DstPort: 50123, ACK: true, Ack: 77777}), true, "ACK of an earlier connection on these ports", false},
 		{"another port", tcp, answerFrame(t, layers.IPProtocolTCP, &layers.TCP{SrcPort: 80, DstPort: 50124, SYN: true, ACK: true, Ack: 2}), false, "SYN-ACK", false},
 		{"UDP answer", udp, answerFrame(t, layers.IPProtocolUDP, &layers.UDP{SrcPort: 80, DstPort: 50123}), true, "UDP", false},
 		{"UDP to TCP probe", tcp, answerFrame(t, layers.IPProtocolUDP, &layers.UDP{SrcPort: 80, DstPort: 50123}), false, "UDP", false},

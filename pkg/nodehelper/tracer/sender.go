@@ -179,8 +179,14 @@ func probeSpec(br *ovsdb.Bridge, src *ovsdb.Port, spec TraceSpec, random uint32)
 		return ps, fmt.Errorf("cannot tell the probe's destination MAC (no local pod with IP %s, no gateway port): pass --destination-mac", ps.DstIP)
 	}
 	if ps.SrcPort == 0 && ps.Protocol != probe.ICMP {
-		// IANA's dynamic range, 49152-65535, as a client's would be.
-		ps.SrcPort = 49152 + uint16(random%16384) //nolint:gosec // bounded
+		// 61000-65535: above Linux's default ephemeral range (32768-60999),
+		// so that no Linux client's recent connection holds the probe's
+		// tuple. A server keeps a connection it closed in TIME_WAIT for a
+		// minute and answers a new SYN on its tuple (sequence 1, no
+		// timestamp) with an ACK of the old connection, not a SYN-ACK: in
+		// the lab, 2 of 20 round trips beside a loop of real requests met
+		// one while the probe's ports were 49152-65535.
+		ps.SrcPort = probeSrcPortLow + uint16(random%(65536-probeSrcPortLow)) //nolint:gosec // bounded
 	}
 	return ps, nil
 }
@@ -209,6 +215,9 @@ func family(a netip.Addr) string {
 	}
 	return "IPv6"
 }
+
+// probeSrcPortLow is the lowest source port a probe picks (probeSpec).
+const probeSrcPortLow = 61000
 
 func recirculates(t ofproto.Trace) bool {
 	for _, h := range t.Hops {
