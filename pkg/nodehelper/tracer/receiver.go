@@ -150,6 +150,9 @@ func (s *session) waitCatch(ctx context.Context, catch Plan) (openflow.PacketIn,
 			// matched in OpenFlow): let it go on without catching it again,
 			// then catch again.
 			s.ignored++
+			if sum, err := probe.Decode(pin.Packet); err == nil {
+				s.c.Logf("caught a packet %s -> %s (DSCP %d, mark %#x) that is not the one this trace follows: let go", sum.SrcIP, sum.DstIP, sum.DSCP, sum.Mark)
+			}
 			s.forget(kindCatch)
 			del, _ := openflow.DeleteByCookie(s.of.NextXid(), s.cookie|kindCatch, ^uint64(0))
 			if err := s.of.Send(del); err != nil {

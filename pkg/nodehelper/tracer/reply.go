@@ -207,6 +207,9 @@ func (s *session) unanswered(ctx context.Context, err error) (Outcome, error) {
 	if ctx.Err() != nil {
 		ex.Summary = "no answer to the probe passed this node before the trace stopped following it"
 	}
+	if s.ignored > 0 {
+		ex.Summary += fmt.Sprintf(" (%d packets to the probe's address and port were caught and were not its answer)", s.ignored)
+	}
 	var unfollowed string
 	if why := s.unfollowed.Load(); why != nil {
 		unfollowed, ex.Summary = *why, *why
