@@ -133,16 +133,7 @@ func TestMachineRoundTripOutside(t *testing.T) {
 	}
 	m = newMachine(cfg)
 	snat := obsLine(report.Observation{Component: report.ComponentForwarding, Action: report.ActionForwarded, TranslatedSrcIP: "10.89.0.11"}, 40, "lr_out_snat", "f")
-	var warned bool
-	for _, ev := range []event{begin(), created("sender@n1"), line("sender@n1", readyLine(report.RoleSender)), line("sender@n1", snat), line("sender@n1", out)} {
-		for _, e := range m.step(ev) {
-			if em, ok := e.(effEmit); ok {
-				if w, ok := em.u.(outcome.Warning); ok && strings.Contains(w.Message, "10.89.0.11") {
-					warned = true
-				}
-			}
-		}
-	}
+	warned := stepsWarn(m, "10.89.0.11", begin(), created("sender@n1"), line("sender@n1", readyLine(report.RoleSender)), line("sender@n1", snat), line("sender@n1", out))
 	if m.ended == nil || m.ended.reply != nil || !warned {
 		t.Fatalf("SNATed in the pipeline: ended %+v, warned %v; want the probe's verdict at once, with a warning", m.ended, warned)
 	}
@@ -156,17 +147,25 @@ func TestMachineRoundTripUnfollowed(t *testing.T) {
 	m := newMachine(cfg)
 	unfollowed := replyLine(resultLine("n1", report.RoleReceiver, 3))
 	unfollowed.Unfollowed = "the probe's source was translated"
-	var warned bool
-	for _, ev := range []event{begin(), created("sender@n1"), line("sender@n1", readyLine(report.RoleSender)), line("sender@n1", deliveredLine), line("sender@n1", unfollowed)} {
+	warned := stepsWarn(m, "not followed: the probe's source was translated",
+		begin(), created("sender@n1"), line("sender@n1", readyLine(report.RoleSender)), line("sender@n1", deliveredLine), line("sender@n1", unfollowed))
+	if m.ended == nil || m.ended.verdict != outcome.Delivered || m.ended.reply != nil || !warned {
+		t.Fatalf("ended %+v, warned %v: want Delivered without an answer's fate, and a warning", m.ended, warned)
+	}
+}
+
+// stepsWarn steps m through events and reports whether it showed a warning
+// that says text.
+func stepsWarn(m *machine, text string, events ...event) bool {
+	warned := false
+	for _, ev := range events {
 		for _, e := range m.step(ev) {
 			if em, ok := e.(effEmit); ok {
-				if w, ok := em.u.(outcome.Warning); ok && strings.Contains(w.Message, "not followed: the probe's source was translated") {
+				if w, ok := em.u.(outcome.Warning); ok && strings.Contains(w.Message, text) {
 					warned = true
 				}
 			}
 		}
 	}
-	if m.ended == nil || m.ended.verdict != outcome.Delivered || m.ended.reply != nil || !warned {
-		t.Fatalf("ended %+v, warned %v: want Delivered without an answer's fate, and a warning", m.ended, warned)
-	}
+	return warned
 }
