@@ -52,7 +52,7 @@ func Receive(ctx context.Context, c Common) (Outcome, error) {
 	}
 	var reply *ReplyRun
 	if c.ReplyTag != 0 {
-		if reply, err = OpenReply(ctx, c); err != nil {
+		if reply, err = openReply(ctx, s); err != nil {
 			return Outcome{ExitCode: ExitSetup}, err
 		}
 	}
@@ -77,7 +77,7 @@ func Receive(ctx context.Context, c Common) (Outcome, error) {
 		}
 	}
 	received := report.Observation{Component: report.ComponentForwarding, ComponentInfo: s.names.NameHop(ofproto.Hop{Table: 0, NoMatch: true}).Where, Action: report.ActionReceived}
-	out, err := s.follow(ctx, pin, report.RoleReceiver, received, pin.Packet)
+	out, err := s.follow(ctx, pin, received, pin.Packet)
 	return reply.after(out, err)
 }
 
@@ -86,7 +86,7 @@ func Receive(ctx context.Context, c Common) (Outcome, error) {
 // first. frame is the packet as the catch flow's remaining actions leave
 // it. From here on the packet waits in OVS: be quick, and resume it on
 // every path so that it is not silently lost.
-func (s *session) follow(ctx context.Context, pin openflow.PacketIn, role report.Role, received report.Observation, frame []byte) (Outcome, error) {
+func (s *session) follow(ctx context.Context, pin openflow.PacketIn, received report.Observation, frame []byte) (Outcome, error) {
 	md := pin.Metadata
 	flow := fmt.Sprintf("in_port=%d", md.InPort) + tunnelFlow(md)
 	if sum, err := probe.Decode(pin.Packet); err == nil {
@@ -126,7 +126,7 @@ func (s *session) follow(ctx context.Context, pin openflow.PacketIn, role report
 	if sum.DstIP.IsValid() {
 		dst = sum.DstIP
 	}
-	return s.watch(ctx, role, p, dst, []report.Observation{received})
+	return s.watch(ctx, report.RoleReceiver, p, dst, []report.Observation{received})
 }
 
 func (s *session) waitCatch(ctx context.Context, catch Plan) (openflow.PacketIn, bool, error) {

@@ -34,23 +34,21 @@ import (
 // on with the reply tag in its DSCP, and is not followed.
 
 // ReplyRun is an answer's trace beside the probe's: opened with the
-// probe's trace (its OpenFlow connection, OVSDB and names ready), armed
-// once the probe is known.
+// probe's trace, armed once the probe is known.
 type ReplyRun struct {
 	s      *session
 	ctx    context.Context
 	cancel context.CancelFunc
 	done   chan struct{}
-	out    Outcome
-	err    error
 }
 
-// OpenReply opens the answer's trace on this node, with c's reply tag.
-func OpenReply(ctx context.Context, c Common) (*ReplyRun, error) {
-	rc := c
-	rc.Tag, rc.ReplyTag, rc.Mark, rc.Out = c.ReplyTag, 0, 0, c.Out.ForReply()
+// openReply opens the answer's trace beside the probe's session, with its
+// reply tag.
+func openReply(ctx context.Context, probeSession *session) (*ReplyRun, error) {
+	c := probeSession.c
+	c.Tag, c.ReplyTag, c.Mark, c.Out = c.ReplyTag, 0, 0, c.Out.ForReply()
 	ctx, cancel := context.WithCancel(ctx)
-	s, err := open(ctx, rc)
+	s, err := probeSession.beside(ctx, c)
 	if err != nil {
 		cancel()
 		return nil, err
@@ -83,7 +81,9 @@ func (r *ReplyRun) Arm(to probe.ReplyTo) error {
 	r.done = make(chan struct{})
 	go func() {
 		defer close(r.done)
-		r.out, r.err = s.followAnswer(ctx, catch, to)
+		if _, err := s.followAnswer(ctx, catch, to); err != nil {
+			s.c.Logf("the answer's trace: %v", err)
+		}
 	}()
 	return nil
 }
@@ -193,7 +193,7 @@ func (s *session) followAnswer(ctx context.Context, catch Plan, to probe.ReplyTo
 		s.probeSrcIP = src.SrcIP
 	}
 	received := report.Observation{Component: report.ComponentForwarding, ComponentInfo: s.names.NameHop(ofproto.Hop{Table: 0, NoMatch: true}).Where, Action: report.ActionReceived}
-	return s.follow(ctx, pin, report.RoleReceiver, received, probe.WithDSCP(pin.Packet, s.c.Tag))
+	return s.follow(ctx, pin, received, probe.WithDSCP(pin.Packet, s.c.Tag))
 }
 
 // unanswered ends an answer's trace that caught nothing.

@@ -187,13 +187,8 @@ func open(ctx context.Context, c Common) (*session, error) {
 		return nil, setupErr("%w", err)
 	}
 	s.ovs = ofproto.Client{Socket: sock}
-	r := c.Random()
-	s.cookie = TraceCookie(c.Tag, r)
-	// Controller ids 1..0x7fff stay clear of 0, where CNIs' own packet-ins go.
-	s.ctlID = uint16(r%0x7ffe) + 1 //nolint:gosec // bounded
-	s.of, err = openflow.Dial(ctx, filepath.Join(c.Rundir, c.Bridge+".mgmt"), s.ctlID, c.Logf)
-	if err != nil {
-		return nil, setupErr("%w", err)
+	if err := s.dial(ctx); err != nil {
+		return nil, err
 	}
 	tables, err := readTableNames(ctx, s.of)
 	if err != nil {
@@ -205,6 +200,36 @@ func open(ctx context.Context, c Common) (*session, error) {
 		s.names, s.naming = readOVNNames(ctx, tables, s.ovnRemote, c.Logf)
 	}
 	return s, nil
+}
+
+// dial gives s its cookie and controller id and opens its OpenFlow
+// connection.
+func (s *session) dial(ctx context.Context) error {
+	r := s.c.Random()
+	s.cookie = TraceCookie(s.c.Tag, r)
+	// Controller ids 1..0x7fff stay clear of 0, where CNIs' own packet-ins go.
+	s.ctlID = uint16(r%0x7ffe) + 1 //nolint:gosec // bounded
+	var err error
+	if s.of, err = openflow.Dial(ctx, filepath.Join(s.c.Rundir, s.c.Bridge+".mgmt"), s.ctlID, s.c.Logf); err != nil {
+		return setupErr("%w", err)
+	}
+	return nil
+}
+
+// beside opens the session of another trace on s's bridge (the answer's,
+// with c): it shares what s read of the node (the bridge, the table and
+// OVN names, OVS's control socket), which neither changes, and has a
+// cookie, controller id and OpenFlow connection of its own.
+func (s *session) beside(ctx context.Context, c Common) (*session, error) {
+	if c.Tag == 0 || c.Tag > 63 {
+		return nil, setupErr("tag %d out of range 1..63 (a DSCP value)", c.Tag)
+	}
+	b := &session{c: c, start: time.Now(), hostAddrs: s.hostAddrs, br: s.br, ovs: s.ovs,
+		names: s.names, tables: s.tables, naming: s.naming, ovnRemote: s.ovnRemote}
+	if err := b.dial(ctx); err != nil {
+		return nil, err
+	}
+	return b, nil
 }
 
 func readTableNames(ctx context.Context, of *openflow.Session) (TableNames, error) {

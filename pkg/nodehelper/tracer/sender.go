@@ -80,7 +80,7 @@ func Trace(ctx context.Context, spec TraceSpec) (Outcome, error) {
 	p := &path{t: t, ethType: ethType}
 	var reply *ReplyRun
 	if s.c.ReplyTag != 0 {
-		if reply, err = OpenReply(ctx, s.c); err != nil {
+		if reply, err = openReply(ctx, s); err != nil {
 			return Outcome{ExitCode: ExitSetup}, err
 		}
 		if err := reply.Arm(ps.Reply()); err != nil {

@@ -57,9 +57,6 @@ type watcher struct {
 	// translated is set once a destination translation is reported: later
 	// hops see the translated address, which is no new translation.
 	translated bool
-	// srcTranslated is set once a source translation (SNAT, as a gateway
-	// router's on the way out of the pod network) is reported.
-	srcTranslated bool
 	// final, verdict and last are goal's answer, asked again whenever the
 	// path is extended.
 	final   int
@@ -104,7 +101,7 @@ func (w *watcher) emitTranslation(ctx context.Context, dstIP netip.Addr, i int) 
 // so, attributed to the last hop up to i whose flow asks conntrack for a
 // source NAT (else the last conntrack hop).
 func (w *watcher) emitSourceTranslation(ctx context.Context, srcIP netip.Addr, i int) error {
-	w.srcTranslated, w.s.srcTranslated = true, true
+	w.s.srcTranslated = true
 	hops := w.p.t.Hops[:i+1]
 	j := lastHopWith(hops, func(a string) bool { return strings.Contains(a, "nat(src=") })
 	if j < 0 {
@@ -183,7 +180,7 @@ func (w *watcher) observed(ctx context.Context, pin openflow.PacketIn, hop, cand
 	// A source translation without a destination one: a gateway's SNAT
 	// on the way out. (A hairpin's SNAT follows its Service's DNAT, which
 	// is reported already.)
-	if derr == nil && !w.translated && !w.srcTranslated && s.probeSrcIP.IsValid() && sum.SrcIP.IsValid() && sum.SrcIP != s.probeSrcIP {
+	if derr == nil && !w.translated && !s.srcTranslated && s.probeSrcIP.IsValid() && sum.SrcIP.IsValid() && sum.SrcIP != s.probeSrcIP {
 		if err := w.emitSourceTranslation(ctx, sum.SrcIP, i); err != nil {
 			return err
 		}

@@ -148,7 +148,7 @@ func (r *Runner) Run(ctx context.Context, cfg Config, plan Plan) (out Outcome, e
 		}
 	}()
 
-	claim, err := r.claimTag(ctx, cfg, plan)
+	claim, err := r.claimTag(ctx, cfg, plan.Trace, 0, "wait for them to finish, or run `kubectl traceflow cleanup` to free tags left by a killed plugin")
 	if err != nil {
 		return out, err
 	}
@@ -215,8 +215,10 @@ func (c *cleanups) context(extra time.Duration) (context.Context, context.Cancel
 	return context.WithTimeout(context.WithoutCancel(c.ctx), budget+extra)
 }
 
-// claimTag claims a tag no other trace holds.
-func (r *Runner) claimTag(ctx context.Context, cfg Config, plan Plan) (*tagalloc.Claim, error) {
+// claimTag claims a tag no other trace holds, under holder; also is a
+// tag this trace holds already (0: none), and why says what to do where
+// the pool is exhausted.
+func (r *Runner) claimTag(ctx context.Context, cfg Config, holder string, also uint8, why string) (*tagalloc.Claim, error) {
 	inUse := map[uint8]bool{}
 	if r.InUse != nil {
 		var err error
@@ -224,9 +226,12 @@ func (r *Runner) claimTag(ctx context.Context, cfg Config, plan Plan) (*tagalloc
 			return nil, exitcode.Errorf(exitcode.Setup, "find the tags of running traces: %w", err)
 		}
 	}
-	claim, err := r.Tags.Acquire(ctx, plan.Trace, tagalloc.ClaimDuration, inUse)
+	if also != 0 {
+		inUse[also] = true
+	}
+	claim, err := r.Tags.Acquire(ctx, holder, tagalloc.ClaimDuration, inUse)
 	if errors.Is(err, tagalloc.ErrExhausted) {
-		return nil, exitcode.Errorf(exitcode.Setup, "%w: wait for them to finish, or run `kubectl traceflow cleanup` to free tags left by a killed plugin", err)
+		return nil, exitcode.Errorf(exitcode.Setup, "%w: %s", err, why)
 	}
 	if err != nil {
 		return nil, apiFailure(err, "create", "leases.coordination.k8s.io", cfg.Namespace)
@@ -241,7 +246,9 @@ func (r *Runner) replyTag(ctx, holdCtx context.Context, cfg Config, plan Plan, p
 	if !plan.RoundTrip {
 		return func(*cleanups) error { return nil }, nil
 	}
-	claim, err := r.claimReplyTag(ctx, cfg, plan, probeTag)
+	// The answer's claim is a second one under the trace's name.
+	claim, err := r.claimTag(ctx, cfg, plan.Trace+"-reply", probeTag,
+		"a round trip needs two tags; wait for other traces to finish, trace without --round-trip, or run `kubectl traceflow cleanup` to free tags left by a killed plugin")
 	if err != nil {
 		return nil, err
 	}
@@ -254,27 +261,6 @@ func (r *Runner) replyTag(ctx, holdCtx context.Context, cfg Config, plan Plan, p
 		defer cancel()
 		return whileAway(c, claim.Release)
 	}, nil
-}
-
-// claimReplyTag claims a second tag for the answer of a round trip,
-// under the trace's name with a suffix of its own.
-func (r *Runner) claimReplyTag(ctx context.Context, cfg Config, plan Plan, probeTag uint8) (*tagalloc.Claim, error) {
-	inUse := map[uint8]bool{}
-	if r.InUse != nil {
-		var err error
-		if inUse, err = r.InUse(ctx); err != nil {
-			return nil, exitcode.Errorf(exitcode.Setup, "find the tags of running traces: %w", err)
-		}
-	}
-	inUse[probeTag] = true
-	claim, err := r.Tags.Acquire(ctx, plan.Trace+"-reply", tagalloc.ClaimDuration, inUse)
-	if errors.Is(err, tagalloc.ErrExhausted) {
-		return nil, exitcode.Errorf(exitcode.Setup, "%w: a round trip needs two tags; wait for other traces to finish, trace without --round-trip, or run `kubectl traceflow cleanup` to free tags left by a killed plugin", err)
-	}
-	if err != nil {
-		return nil, apiFailure(err, "create", "leases.coordination.k8s.io", cfg.Namespace)
-	}
-	return claim, nil
 }
 
 // startRecord shows the trace's start and writes its record. The record
