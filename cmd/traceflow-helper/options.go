@@ -157,9 +157,9 @@ func (o *options) common(out *report.Writer, logf func(string, ...any)) tracer.C
 
 func (o *options) traceSpec() (tracer.TraceSpec, error) {
 	p := o.args.Probe
-	s := tracer.TraceSpec{SourcePod: p.SourcePod, InPort: p.InPort, SourceNode: p.SourceNode}
-	if n := countSet(p.SourcePod != "", p.InPort != "", p.SourceNode); n != 1 {
-		return s, errors.New("give exactly one of --source-pod NAMESPACE/NAME, --in-port OVS_PORT and --source-node")
+	s := tracer.TraceSpec{SourcePod: p.SourcePod, InPort: p.InPort, SourceNode: p.SourceNode, SourceOutside: p.SourceOutside}
+	if n := countSet(p.SourcePod != "", p.InPort != "", p.SourceNode, p.SourceOutside); n != 1 {
+		return s, errors.New("give exactly one of --source-pod NAMESPACE/NAME, --in-port OVS_PORT, --source-node and --source-outside")
 	}
 	var err error
 	if s.Destination, err = netip.ParseAddr(p.Destination); err != nil {

@@ -122,6 +122,9 @@ const (
 	// MatchNodeRoute: the port the node's kernel routes the destination
 	// through (a probe from the node itself).
 	MatchNodeRoute Match = "the node's kernel route"
+	// MatchUplink: the patch port through which the node's uplink bridge
+	// sends a packet from outside into the bridge.
+	MatchUplink Match = "the uplink bridge's patch port"
 )
 
 // FindPod finds the port of pod namespace/name: Antrea writes pod-name and

@@ -19,6 +19,11 @@ type ReplyTo struct {
 	ICMPID   uint16
 	// Mark is the probe's IPv4 identification or IPv6 flow label as sent.
 	Mark uint32
+	// AnyAddress: the answer may come to another address than Source
+	// (the probe's source is translated on its way, as a gateway router
+	// translates a packet from outside the cluster to a NodePort): the
+	// answer is known by its ports, identifier and mark alone.
+	AnyAddress bool
 }
 
 // Answers reports whether frame answers the probe r describes, and how.
@@ -40,7 +45,7 @@ func (r ReplyTo) Answers(frame []byte) (report.Answer, bool) {
 	default:
 		return report.Answer{}, false
 	}
-	if dst != r.Source {
+	if dst != r.Source && !r.AnyAddress {
 		return report.Answer{}, false
 	}
 	a, ok := r.answer(p)
@@ -122,7 +127,7 @@ func (r ReplyTo) quotes(body []byte, v6 bool) bool {
 	if !v6 {
 		want &= 0xffff
 	}
-	if src != r.Source || mark != want || len(l4) < 6 {
+	if (src != r.Source && !r.AnyAddress) || mark != want || len(l4) < 6 {
 		return false
 	}
 	if r.Protocol == ICMP {

@@ -68,7 +68,10 @@ type ProbeArgs struct {
 	SourcePod string
 	InPort    string
 	// SourceNode injects as the node itself (--source-node).
-	SourceNode     bool
+	SourceNode bool
+	// SourceOutside injects as a packet from SourceIP, outside the
+	// cluster, arriving on the node's uplink (--source-outside).
+	SourceOutside  bool
 	SourceIP       string
 	SourceMAC      string
 	Destination    string
@@ -118,6 +121,9 @@ func (a HelperArgs) Args() []string {
 	args = appendString(args, "--in-port", p.InPort)
 	if p.SourceNode {
 		args = append(args, "--source-node")
+	}
+	if p.SourceOutside {
+		args = append(args, "--source-outside")
 	}
 	args = appendString(args, "--source-ip", p.SourceIP)
 	args = appendString(args, "--source-mac", p.SourceMAC)

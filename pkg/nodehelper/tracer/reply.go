@@ -40,6 +40,10 @@ type ReplyRun struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	done   chan struct{}
+	// anyAddress: the answer is caught whatever address it comes back
+	// to (probe.ReplyTo.AnyAddress), so a translated source does not
+	// stop it being followed.
+	anyAddress bool
 }
 
 // openReply opens the answer's trace beside the probe's session, with its
@@ -64,6 +68,7 @@ func openReply(ctx context.Context, probeSession *session) (*ReplyRun, error) {
 // the probe's own flows, in one revalidation instead of two.
 func (r *ReplyRun) Arm(to probe.ReplyTo) error {
 	s, ctx := r.s, r.ctx
+	r.anyAddress = to.AnyAddress
 	s.want = func(frame []byte) bool {
 		_, ok := to.Answers(frame)
 		return ok
@@ -108,7 +113,7 @@ func (r *ReplyRun) after(out Outcome, err error) (Outcome, error) {
 		switch {
 		case out.KeptBack:
 			why = "the helper did not let the probe go on to its destination (a hairpin back to its source, which it does not resume; see the trace's explanation), so nothing answered it"
-		case out.SourceTranslated:
+		case out.SourceTranslated && !r.anyAddress:
 			why = "the probe's source was translated on this node's pipeline (SNAT): its answer comes back to the translated address, which the answer's catch does not know"
 		}
 		if why != "" {
@@ -151,7 +156,9 @@ func (s *session) answerCatch(to probe.ReplyTo) (Plan, error) {
 		ethType, icmp, echoReply, errs = 0x86dd, 58, 129, []uint8{1, 3}
 	}
 	base := append(openflow.EthTypeField(ethType), openflow.IPProtoField(icmp)...)
-	base = append(base, openflow.IPDstField(to.Source)...)
+	if !to.AnyAddress {
+		base = append(base, openflow.IPDstField(to.Source)...)
+	}
 	var matches [][]byte
 	for _, t := range errs {
 		matches = append(matches, append(append([]byte(nil), base...), openflow.ICMPTypeField(v6, t)...))
@@ -165,7 +172,9 @@ func (s *session) answerCatch(to probe.ReplyTo) (Plan, error) {
 			proto = 17
 		}
 		m := append(openflow.EthTypeField(ethType), openflow.IPProtoField(proto)...)
-		m = append(m, openflow.IPDstField(to.Source)...)
+		if !to.AnyAddress {
+			m = append(m, openflow.IPDstField(to.Source)...)
+		}
 		matches = append(matches, append(m, openflow.L4DstField(proto, to.SrcPort)...))
 	default:
 		return Plan{}, fmt.Errorf("no answer to follow for protocol %q", to.Protocol)

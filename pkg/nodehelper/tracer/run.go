@@ -71,8 +71,11 @@ type RuleNamer interface {
 
 // session is what a trace keeps open.
 type session struct {
-	c     Common
-	br    *ovsdb.Bridge
+	c  Common
+	br *ovsdb.Bridge
+	// node is every bridge of the node, as OVSDB held them when the
+	// trace began.
+	node  *ovsdb.Node
 	of    *openflow.Session
 	ovs   ofproto.Client
 	names Namer
@@ -178,6 +181,7 @@ func open(ctx context.Context, c Common) (*session, error) {
 	if err != nil {
 		return nil, setupErr("%w", err)
 	}
+	s.node = node
 	if s.br, err = node.Bridge(c.Bridge); err != nil {
 		return nil, setupErr("%w", err)
 	}

@@ -22,6 +22,9 @@ type TraceSpec struct {
 	SourcePod  string
 	InPort     string
 	SourceNode bool
+	// SourceOutside injects as a packet from SourceIP, outside the
+	// cluster, arriving on the node's uplink (outside.go).
+	SourceOutside bool
 	// nextHop is, for SourceNode, the address the node's kernel sends
 	// to: the destination, or its route's gateway.
 	nextHop netip.Addr
@@ -48,7 +51,15 @@ func Trace(ctx context.Context, spec TraceSpec) (Outcome, error) {
 		return Outcome{ExitCode: ExitSetup}, err
 	}
 	defer s.cleanup()
-	src, match, err := sourcePort(s.br, &spec, KernelRoute)
+	var up *uplink
+	var src *ovsdb.Port
+	var match ovsdb.Match
+	if spec.SourceOutside {
+		src, up, err = s.outsideSource(&spec, KernelRoute)
+		match = ovsdb.MatchUplink
+	} else {
+		src, match, err = sourcePort(s.br, &spec, KernelRoute)
+	}
 	if err != nil {
 		return Outcome{ExitCode: ExitSetup}, setupErr("%w", err)
 	}
@@ -63,6 +74,12 @@ func Trace(ctx context.Context, spec TraceSpec) (Outcome, error) {
 	pkt, err := probe.Build(ps)
 	if err != nil {
 		return Outcome{ExitCode: ExitSetup}, setupErr("%w", err)
+	}
+	var pre []report.Observation
+	if up != nil {
+		if err := s.throughUplink(ctx, up, src, pkt); err != nil {
+			return Outcome{ExitCode: ExitSetup}, setupErr("%w", err)
+		}
 	}
 	md := fmt.Sprintf("in_port=%d", src.Ofport)
 	if s.hostMark = hostMark(spec, s.tables, s.br.DatapathType); s.hostMark != 0 {
@@ -83,7 +100,11 @@ func Trace(ctx context.Context, spec TraceSpec) (Outcome, error) {
 		if reply, err = openReply(ctx, s); err != nil {
 			return Outcome{ExitCode: ExitSetup}, err
 		}
-		if err := reply.Arm(ps.Reply()); err != nil {
+		to := ps.Reply()
+		// From outside, the gateway router may translate the probe's
+		// source (a NodePort's SNAT): its answer is known by its ports.
+		to.AnyAddress = spec.SourceOutside
+		if err := reply.Arm(to); err != nil {
 			return reply.after(Outcome{ExitCode: ExitSetup}, err)
 		}
 	}
@@ -97,6 +118,13 @@ func Trace(ctx context.Context, spec TraceSpec) (Outcome, error) {
 	if err := s.ready(report.RoleSender, len(plan.FlowMods), src.Name, string(match)); err != nil {
 		return reply.after(Outcome{ExitCode: ExitSetup}, err)
 	}
+	if up != nil {
+		o, hop := up.entry(src)
+		if err := s.c.Out.Write(report.Line{Type: report.TypeObservation, Observation: &o, Hop: hop}); err != nil {
+			return reply.after(Outcome{ExitCode: ExitSetup}, err)
+		}
+		pre = append(pre, o)
+	}
 	po, err := openflow.PacketOutMarked(s.of.NextXid(), uint32(src.Ofport), s.hostMark, pkt) //nolint:gosec // ofport > 0 checked
 	if err == nil {
 		err = s.of.Send(po)
@@ -104,7 +132,7 @@ func Trace(ctx context.Context, spec TraceSpec) (Outcome, error) {
 	if err != nil {
 		return reply.after(Outcome{ExitCode: ExitSetup}, setupErr("inject the probe: %w", err))
 	}
-	return reply.after(s.watch(ctx, report.RoleSender, p, ps.DstIP, nil))
+	return reply.after(s.watch(ctx, report.RoleSender, p, ps.DstIP, pre))
 }
 
 // sourcePort is the port the probe enters through; for a probe from the
