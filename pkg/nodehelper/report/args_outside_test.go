@@ -1,0 +1,52 @@
+package report
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// --source-outside goes through the command line as the plugin writes it
+// and the helper reads it, in its place beside --source-node, before the
+// addresses it needs; left out, it writes nothing and reads back false.
+func TestHelperArgsSourceOutside(t *testing.T) {
+	outside := func(on bool) HelperArgs {
+		return HelperArgs{Subcommand: SubcommandTrace, OVSRunDir: "/var/run/openvswitch", Bridge: "br-int", Tag: 7, Timeout: 20 * time.Second,
+			Probe: ProbeArgs{SourceOutside: on, SourceIP: "198.51.100.7", Destination: "172.18.0.3", TCP: 30080}}
+	}
+	for _, tc := range []struct {
+		name string
+		a    HelperArgs
+		want []string
+	}{
+		{"from outside", outside(true), []string{"trace", "--ovs-rundir", "/var/run/openvswitch", "--bridge", "br-int", "--tag", "7", "--timeout", "20s",
+			"--source-outside", "--source-ip", "198.51.100.7", "--destination", "172.18.0.3", "--tcp", "30080"}},
+		{"not from outside", outside(false), []string{"trace", "--ovs-rundir", "/var/run/openvswitch", "--bridge", "br-int", "--tag", "7", "--timeout", "20s",
+			"--source-ip", "198.51.100.7", "--destination", "172.18.0.3", "--tcp", "30080"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := tc.a.Args()
+			if !slices.Equal(args, tc.want) {
+				t.Errorf("Args()\n got %q\nwant %q", args, tc.want)
+			}
+			got, err := Parse(args)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := cmp.Diff(tc.a, got); d != "" {
+				t.Errorf("Parse(Args()) (-want +got):\n%s", d)
+			}
+		})
+	}
+	// A receive has no probe: the flag is not its own.
+	a := outside(true)
+	a.Subcommand = SubcommandReceive
+	if slices.Contains(a.Args(), "--source-outside") {
+		t.Errorf("a receive's Args() %q write --source-outside", a.Args())
+	}
+	if _, err := Parse([]string{"receive", "--source-outside"}); err == nil {
+		t.Error("a receive accepts --source-outside")
+	}
+}
