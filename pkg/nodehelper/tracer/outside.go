@@ -63,6 +63,9 @@ func (s *session) outsideSource(spec *TraceSpec, route func(netip.Addr) (Route, 
 	if err != nil {
 		return nil, nil, fmt.Errorf("the peer of %s's patch port %s: %w", up.bridge.Name, patch.Name, err)
 	}
+	if in.Ofport <= 0 || patch.Ofport <= 0 {
+		return nil, nil, fmt.Errorf("the patch ports %s and %s have no OpenFlow port numbers (ofport %d, %d): OVS could not add them", patch.Name, in.Name, patch.Ofport, in.Ofport)
+	}
 	if spec.SourceMAC == nil {
 		next := r.NextHop(spec.SourceIP)
 		spec.SourceMAC = arpTableMAC(next, r.Dev)

@@ -62,7 +62,10 @@ type TraceOptions struct {
 	bridge           string
 	antreaNames      bool
 	roundTrip        bool
-	changed          func(name string) bool
+	// via is the node whose uplink receives a probe from outside (SRC an
+	// IP address), from --via node/NAME.
+	via     string
+	changed func(name string) bool
 
 	// Typed inputs, set by Complete.
 	source, destination resolve.Ref
@@ -133,6 +136,8 @@ func (o *TraceOptions) addFlags(cmd *cobra.Command) {
 	f.Var(&dryRunValue{&o.dryRun}, "dry-run", "resolve and print the Traceflow that would be created, and create nothing")
 	f.Lookup("dry-run").NoOptDefVal = "true"
 	f.BoolVar(&o.keep, "keep", false, "keep the Traceflow record after the trace (default: delete it)")
+	f.StringVar(&o.via, "via", "",
+		"with SRC an address outside the cluster: node/NAME, the node whose uplink receives the packet (default: the destination node of a NodePort; needed for an externalIP or LoadBalancer IP)")
 	f.BoolVar(&o.allEndpoints, "all-endpoints", false,
 		"to a Service: also trace to each ready endpoint (its IP and target port), each reported as by `check`")
 }
@@ -224,8 +229,46 @@ func (o *TraceOptions) Validate() error {
 	if err := o.validateRoundTrip(); err != nil {
 		return err
 	}
+	if err := o.validateOutside(); err != nil {
+		return err
+	}
 	if resolve.SameObject(o.source, dst) {
 		return exitcode.UsageErrorf("SRC and DST are the same %s %q: trace to another pod, a Service, a node or an IP", dst.Kind, dst.Name)
+	}
+	return nil
+}
+
+// validateOutside checks a source outside the cluster (SRC an IP address)
+// and --via against the flags they cannot go with; what the cluster must
+// say (the Service it reaches, the via node) is checked in resolution.
+func (o *TraceOptions) validateOutside() error {
+	outside := o.source.Kind == resolve.KindIP
+	if o.via != "" {
+		kind, name, ok := strings.Cut(o.via, "/")
+		if !ok {
+			kind, name = "node", o.via
+		}
+		if kind != "node" && kind != "nodes" && kind != "no" || name == "" || strings.Contains(name, "/") {
+			return exitcode.UsageErrorf("--via %q: want node/NAME, a node of the cluster", o.via)
+		}
+		o.via = name
+		if !outside {
+			return exitcode.UsageErrorf("--via says which node's uplink receives a packet from outside the cluster, and SRC %s is in it: drop --via, or give an outside address as SRC", o.source)
+		}
+	}
+	switch {
+	case !outside:
+		return nil
+	case o.live:
+		return exitcode.UsageErrorf("--live traces a pod's own traffic, and SRC %s is an address outside the cluster: drop --live", o.source.IP)
+	case o.engine == "agent":
+		return exitcode.UsageErrorf("--engine agent: Antrea's Traceflow starts at a pod's own port, and SRC %s is outside the cluster: use --engine helper (or auto), which injects where the node's uplink receives it", o.source.IP)
+	case o.allEndpoints:
+		return exitcode.UsageErrorf("--all-endpoints traces from a pod to each endpoint; from outside (SRC %s) trace the NodePort, externalIP or LoadBalancer IP itself", o.source.IP)
+	case o.protocol != traceflow.TCP && o.protocol != traceflow.UDP:
+		return exitcode.UsageErrorf("from outside (SRC %s) a packet reaches a Service on a port (its NodePort, externalIP or LoadBalancer IP): give --tcp PORT or --udp PORT", o.source.IP)
+	case o.source.IP.Is6() != o.ipv6:
+		return exitcode.UsageErrorf("SRC %s and DST are of different IP families: give both IPv4 or both IPv6", o.source.IP)
 	}
 	return nil
 }
@@ -260,7 +303,7 @@ func (o *TraceOptions) Run(ctx context.Context) error {
 	}
 	res, err := resolve.Resolve(ctx, clients.Lookup, resolve.Query{
 		Source: o.source, Destination: o.destination, Namespace: clients.Namespace,
-		IPv6: o.ipv6, Protocol: o.protocol, DstPort: o.dstPort, Live: o.live,
+		IPv6: o.ipv6, Protocol: o.protocol, DstPort: o.dstPort, Live: o.live, Via: o.via,
 	})
 	if err != nil {
 		return err

@@ -143,6 +143,10 @@ type machineConfig struct {
 	dstKind   outcome.DestinationKind
 	// roundTrip: the helpers follow the answer too (reply.go).
 	roundTrip bool
+	// outside: the source is outside the cluster, the probe entered on
+	// the sender's uplink, and the answer's way back ends going out of
+	// it.
+	outside bool
 }
 
 // machine is the state of one trace's helpers.

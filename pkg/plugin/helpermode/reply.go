@@ -161,6 +161,16 @@ func (m *machine) replyEnd(timedOut bool) *outcome.ReplyEnd {
 			return &outcome.ReplyEnd{Fate: outcome.Lost, Answer: kind, Decided: &h,
 				Reason: fmt.Sprintf("the answer (%s) was %s", kind, outcome.Describe(v, h, m.dstKind))}
 		case report.ActionForwardedOutOfNetwork:
+			if m.outside && h.Node == m.sender.node {
+				// The source is out there: the answer leaving through
+				// the uplink the probe came in by is its way back.
+				fate := outcome.Answered
+				if refused {
+					fate = outcome.Refused
+				}
+				return &outcome.ReplyEnd{Fate: fate, Answer: kind, Decided: &h,
+					Reason: fmt.Sprintf("the answer (%s) went back out of %s towards the source, by %s (table %s)", kind, h.Node, h.Observation.ComponentInfo, tableOf(h))}
+			}
 			return &outcome.ReplyEnd{Fate: outcome.Lost, Answer: kind, Decided: &h,
 				Reason: fmt.Sprintf("the answer (%s) left the pod network on %s (table %s) instead of coming back to the source", kind, h.Node, tableOf(h))}
 		}

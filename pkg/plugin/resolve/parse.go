@@ -7,7 +7,7 @@
 //	NAME | pod/NAME | NAMESPACE/NAME | NAMESPACE/pod/NAME    a pod
 //	svc/NAME | NAMESPACE/svc/NAME                          a Service (DST only)
 //	node/NAME                                              a node, by its address
-//	10.0.0.5 | fd00::5                                     an IP address (DST only)
+//	10.0.0.5 | fd00::5                                     an IP address (as SRC: outside the cluster)
 //
 // pod may also be spelled po or pods; svc may be service or services; node
 // may be no or nodes (a node has no namespace). A name
@@ -113,7 +113,8 @@ func isOtherKind(w string) bool {
 	return false
 }
 
-// ParseSource parses SRC, which must name a pod or a node.
+// ParseSource parses SRC, which must name a pod, a node or an address
+// outside the cluster (a packet entering through a node's uplink).
 func ParseSource(s string) (Ref, error) {
 	r, err := parse("SRC", s)
 	if err != nil {
@@ -122,8 +123,6 @@ func ParseSource(s string) (Ref, error) {
 	switch r.Kind {
 	case KindService:
 		return Ref{}, exitcode.UsageErrorf("SRC %q is a Service, but a probe starts in a pod: give a pod as SRC (kubectl get pods -l <the Service's selector>)", s)
-	case KindIP:
-		return Ref{}, exitcode.UsageErrorf("SRC %q is an IP address, but a probe starts in a pod or on a node: give the pod as SRC, e.g. 'kubectl traceflow pod-a %s', or the node as node/NAME", s, s)
 	}
 	return r, nil
 }

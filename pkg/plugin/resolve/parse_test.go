@@ -58,7 +58,6 @@ func TestParseErrors(t *testing.T) {
 	}{
 		{"empty", false, "", []string{"empty", "pod name"}},
 		{"service as source", true, "svc/web", []string{"is a Service", "give a pod as SRC"}},
-		{"IP as source", true, "10.0.0.1", []string{"is an IP address", "give the pod as SRC", "node/NAME"}},
 		{"malformed IPv4", false, "10.0.0.256", []string{"not a valid IP address", "such as 10.0.0.5"}},
 		{"malformed IPv6", false, "fd00:::5", []string{"not a valid IP address", "fd00::5"}},
 		{"zone", false, "fe80::1%eth0", []string{"has a zone", "drop it"}},

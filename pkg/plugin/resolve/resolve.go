@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -22,6 +23,11 @@ type Lookup interface {
 	Service(ctx context.Context, namespace, name string) (*corev1.Service, error)
 	EndpointSlices(ctx context.Context, namespace, service string) ([]discoveryv1.EndpointSlice, error)
 	Node(ctx context.Context, name string) (*corev1.Node, error)
+	// Nodes, Services (every namespace's) and PodsWithIP are asked only
+	// for a source outside the cluster (outside.go).
+	Nodes(ctx context.Context) ([]corev1.Node, error)
+	Services(ctx context.Context) ([]corev1.Service, error)
+	PodsWithIP(ctx context.Context, ip netip.Addr) ([]corev1.Pod, error)
 }
 
 // FromClientset returns a Lookup backed by a clientset (real or fake).
@@ -39,6 +45,38 @@ func (l clientsetLookup) Service(ctx context.Context, ns, name string) (*corev1.
 
 func (l clientsetLookup) Node(ctx context.Context, name string) (*corev1.Node, error) {
 	return l.cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+}
+
+func (l clientsetLookup) Nodes(ctx context.Context) ([]corev1.Node, error) {
+	list, err := l.cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return list.Items, nil
+}
+
+func (l clientsetLookup) Services(ctx context.Context) ([]corev1.Service, error) {
+	list, err := l.cs.CoreV1().Services("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return list.Items, nil
+}
+
+// PodsWithIP lists the pods whose IP is ip; the field selector narrows the
+// list where the API server serves it, the check here where it does not.
+func (l clientsetLookup) PodsWithIP(ctx context.Context, ip netip.Addr) ([]corev1.Pod, error) {
+	list, err := l.cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "status.podIP=" + ip.String()})
+	if err != nil {
+		return nil, err
+	}
+	var out []corev1.Pod
+	for _, p := range list.Items {
+		if slices.ContainsFunc(p.Status.PodIPs, func(a corev1.PodIP) bool { return a.IP == ip.String() }) || p.Status.PodIP == ip.String() {
+			out = append(out, p)
+		}
+	}
+	return out, nil
 }
 
 func (l clientsetLookup) EndpointSlices(ctx context.Context, ns, svc string) ([]discoveryv1.EndpointSlice, error) {
@@ -63,6 +101,9 @@ type Query struct {
 	Protocol traceflow.Protocol
 	DstPort  int32
 	Live     bool
+	// Via names the node whose uplink receives a packet from outside
+	// (SRC an IP address), "" for the destination's own node.
+	Via string
 }
 
 // Endpoint is a resolved source or destination.
@@ -92,6 +133,9 @@ type Result struct {
 	Source, Destination Endpoint
 	Protocol            traceflow.Protocol
 	DstPort             int32
+	// Entry, for a source outside the cluster, says how its packet
+	// reaches the destination Service; nil otherwise.
+	Entry *Entry
 	// Warnings do not stop the trace (a Service without endpoints).
 	Warnings []string
 }
@@ -101,6 +145,15 @@ type Result struct {
 // be asked is exitcode.Setup. It only reads.
 func Resolve(ctx context.Context, l Lookup, q Query) (*Result, error) {
 	res := &Result{Protocol: q.Protocol, DstPort: q.DstPort}
+	switch {
+	case q.Source.Kind == KindIP:
+		if err := resolveOutside(ctx, l, q, res); err != nil {
+			return nil, err
+		}
+		return res, nil
+	case q.Via != "":
+		return nil, exitcode.UsageErrorf("--via node/%s says which node's uplink receives a packet from outside the cluster, and SRC %s is in it: drop --via, or give an outside address as SRC", q.Via, q.Source)
+	}
 	src, err := resolveSource(ctx, l, q)
 	if err != nil {
 		return nil, err
@@ -164,10 +217,7 @@ func resolveNode(ctx context.Context, l Lookup, name string, q Query, role strin
 			external = append(external, a.Address)
 		}
 	}
-	ip, ok := pickIP(internal, q.IPv6)
-	if !ok {
-		ip, ok = pickIP(external, q.IPv6)
-	}
+	ip, ok := nodeAddress(node, q.IPv6)
 	if !ok {
 		have := strings.Join(nonEmpty(append(internal, external...)), ", ")
 		if have == "" {
@@ -176,6 +226,24 @@ func resolveNode(ctx context.Context, l Lookup, name string, q Query, role strin
 		return Endpoint{}, exitcode.UsageErrorf("%s node %s has no %s address (it has %s): %s", role, name, family(q.IPv6), have, familyFix(q.IPv6))
 	}
 	return Endpoint{Kind: KindNode, Name: name, Node: name, IP: ip}, nil
+}
+
+// nodeAddress is a node's address of the family: its InternalIP, else its
+// ExternalIP.
+func nodeAddress(node *corev1.Node, ipv6 bool) (netip.Addr, bool) {
+	var internal, external []string
+	for _, a := range node.Status.Addresses {
+		switch a.Type {
+		case corev1.NodeInternalIP:
+			internal = append(internal, a.Address)
+		case corev1.NodeExternalIP:
+			external = append(external, a.Address)
+		}
+	}
+	if ip, ok := pickIP(internal, ipv6); ok {
+		return ip, true
+	}
+	return pickIP(external, ipv6)
 }
 
 func namespaceOf(r Ref, q Query) string {

@@ -43,6 +43,11 @@ func Record(res *resolve.Result, p Probe, timeout time.Duration, suffix string) 
 		r.Destination = traceflow.Destination{Namespace: dst.Namespace, Pod: dst.Name}
 	case resolve.KindService:
 		r.Destination = traceflow.Destination{Namespace: dst.Namespace, Service: dst.Name}
+		if res.Entry != nil {
+			// From outside: the Service's NodePort, externalIP or
+			// LoadBalancer IP, on that address.
+			r.Destination.IP = dst.IP.String()
+		}
 	case resolve.KindIP:
 		r.Destination = traceflow.Destination{IP: dst.IP.String()}
 		dstName = dst.IP.String()
@@ -51,8 +56,11 @@ func Record(res *resolve.Result, p Probe, timeout time.Duration, suffix string) 
 		dstName = "node-" + dst.Name
 	}
 	srcName := res.Source.Name
-	if res.Source.Kind == resolve.KindNode {
+	switch res.Source.Kind {
+	case resolve.KindNode:
 		srcName = "node-" + srcName
+	case resolve.KindIP:
+		srcName = res.Source.IP.String()
 	}
 	r.Name = traceflow.Name(srcName, dstName, suffix)
 	tf := traceflow.Build(r)
@@ -62,14 +70,21 @@ func Record(res *resolve.Result, p Probe, timeout time.Duration, suffix string) 
 	if dst.Kind == resolve.KindNode {
 		annotate(tf, labels.DestinationNodeAnnotation, dst.Name)
 	}
+	if res.Entry != nil {
+		annotate(tf, labels.ViaAnnotation, res.Entry.Via)
+		annotate(tf, labels.EntryAnnotation, res.Entry.How)
+	}
 	return tf
 }
 
 // sourceOf is the Traceflow's source: the pod, or nothing for a node (a
 // Traceflow's source is always a pod; the annotation names the node).
 func sourceOf(e resolve.Endpoint) traceflow.Source {
-	if e.Kind == resolve.KindNode {
+	switch e.Kind {
+	case resolve.KindNode:
 		return traceflow.Source{}
+	case resolve.KindIP:
+		return traceflow.Source{IP: e.IP.String()}
 	}
 	return traceflow.Source{Namespace: e.Namespace, Pod: e.Name}
 }
@@ -86,9 +101,12 @@ func annotate(tf *traceflow.Traceflow, key, value string) {
 // are parsed, so they convert to the helper's unsigned values unchanged.
 func senderArgs(res *resolve.Result, tf *traceflow.Traceflow) report.ProbeArgs {
 	p := report.ProbeArgs{Destination: res.Destination.IP.String()}
-	if res.Source.AsNode() {
+	switch {
+	case res.Source.Kind == resolve.KindIP:
+		p.SourceOutside, p.SourceIP = true, res.Source.IP.String()
+	case res.Source.AsNode():
 		p.SourceNode = true
-	} else {
+	default:
 		p.SourcePod = res.Source.Namespace + "/" + res.Source.Name
 		p.SourceIP = res.Source.IP.String()
 	}

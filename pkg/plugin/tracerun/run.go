@@ -164,6 +164,10 @@ func (r *Runner) prepare(ctx context.Context, t Trace) (*job, error) {
 		// injects where the node's own traffic enters the bridge.
 		j.blind = fmt.Sprintf("the source is %s, whose traffic is its node's, and Antrea's Traceflow starts only at a pod's own port", EndpointName(res.Source))
 	}
+	outside := res.Source.Kind == resolve.KindIP
+	if outside {
+		j.blind = fmt.Sprintf("the source %s is outside the cluster, and Antrea's Traceflow starts only at a pod's own port", res.Source.IP)
+	}
 	if r.Options.RoundTrip && j.blind == "" {
 		j.blind = "a round trip follows the destination's answer back, which Antrea's Traceflow does not"
 	}
@@ -175,6 +179,9 @@ func (r *Runner) prepare(ctx context.Context, t Trace) (*job, error) {
 	}
 	if d.Mode == engine.Agent && r.Options.RoundTrip {
 		return nil, exitcode.UsageErrorf("--engine agent: Antrea's Traceflow follows the probe one way only: use --engine helper (or auto) for --round-trip, or drop --round-trip")
+	}
+	if d.Mode == engine.Agent && outside {
+		return nil, exitcode.UsageErrorf("--engine agent: Antrea's Traceflow starts only at a pod's own port, and SRC %s is outside the cluster: use --engine helper (or auto), which injects where node %s's uplink receives it", res.Source.IP, res.Source.Node)
 	}
 	if d.Mode == engine.Agent && asNode {
 		return nil, exitcode.UsageErrorf("--engine agent: Antrea's Traceflow starts only at a pod's own port, and SRC %s sends as node %s: use --engine helper (or auto), which injects as the node", EndpointName(res.Source), res.Source.Node)
@@ -188,10 +195,19 @@ func (r *Runner) prepare(ctx context.Context, t Trace) (*job, error) {
 	r.announce(d)
 	j.started = outcome.TraceStarted{
 		Name: t.Record.Name, Engine: string(d.Mode), EngineReason: d.Reason,
-		Source: EndpointName(res.Source), Destination: EndpointName(res.Destination), DestinationKind: rec.kind,
+		Source: EndpointName(res.Source), Destination: destinationName(res), DestinationKind: rec.kind,
 		Packet: traceflow.DescribePacket(t.Record.Spec),
 	}
 	return j, nil
+}
+
+// destinationName is how the view names the destination: from outside,
+// the address and port the packet goes to, and the Service behind them.
+func destinationName(res *resolve.Result) string {
+	if e := res.Entry; e != nil {
+		return fmt.Sprintf("%s (%s of %s)", res.Destination.IP, e.How, EndpointName(res.Destination))
+	}
+	return EndpointName(res.Destination)
 }
 
 func (r *Runner) announce(d engine.Decision) {
