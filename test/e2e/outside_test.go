@@ -1,0 +1,192 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/report"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/labels"
+)
+
+// Issue 26, done-when 5: from outside the cluster to a NodePort on either
+// node and to an externalIP, on the genuine OVN-Kubernetes, whose gateway
+// routers implement them (its breth0 flows send a NodePort's and an
+// externalIP's packets from the uplink into OVN). The lab's host
+// (10.89.0.1, on the nodes' underlay) is the outside: real traffic is the
+// workload client run there, and each trace from it (a round trip) must
+// say what that traffic met: served means the endpoint reached and the
+// answer back out through the node's uplink, refused the node's own
+// answer, a Service without endpoints rejected where the gateway router
+// rejects it.
+func TestOutsideToNodePortAndExternalIP(t *testing.T) {
+	f := getTraceFixture(t)
+	const extIP = "10.89.0.50"
+	apply(t, fmt.Sprintf(`apiVersion: v1
+kind: Service
+metadata: {name: outside-web, namespace: %[1]s}
+spec:
+  type: NodePort
+  selector: {app: web}
+  externalIPs: [%[2]s]
+  ports: [{name: http, port: 80, targetPort: 80}, {name: echo, port: 5000, targetPort: 5000, protocol: UDP}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: outside-empty, namespace: %[1]s}
+spec:
+  type: NodePort
+  selector: {app: nothing-selects-this}
+  ports: [{port: 80, targetPort: 80}]
+---
+`, f.ns, extIP))
+	web, echo := nodePort(t, f.ns, "outside-web", 0), nodePort(t, f.ns, "outside-web", 1)
+	empty := nodePort(t, f.ns, "outside-empty", 0)
+	// The lab's host reaches the externalIP through node 1's uplink.
+	hostRoute(t, extIP, labNodes[0].ip)
+	for _, tc := range []struct {
+		name, dst, proto, target string
+		port                     int
+		via                      string
+		want                     outcome
+	}{
+		{"NodePort on node 1, endpoint on node 2", "node/" + labNodes[0].name, "tcp", labNodes[0].ip, web, "", served},
+		{"NodePort on node 2, endpoint on it", "node/" + labNodes[1].name, "tcp", labNodes[1].ip, web, "", served},
+		{"UDP NodePort on node 1", "node/" + labNodes[0].name, "udp", labNodes[0].ip, echo, "", served},
+		{"externalIP via node 1", extIP, "tcp", extIP, 80, labNodes[0].name, served},
+		{"NodePort of a Service without endpoints", "node/" + labNodes[0].name, "tcp", labNodes[0].ip, empty, "", refused},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := probe{proto: tc.proto, dst: tc.target, port: tc.port}
+			// ovnkube programs a new Service's NodePort and externalIP
+			// (breth0's flows, the gateway routers' load balancers) a
+			// moment after the API has it: traced once real traffic
+			// meets what it will meet.
+			eventually(t, 30*time.Second, fmt.Sprintf("real traffic from outside %+v to be %s", p, tc.want), func() error {
+				if got := outsideTraffic(t, p); got != tc.want {
+					return fmt.Errorf("it is %s", got)
+				}
+				return nil
+			})
+			args := []string{labHostIP, tc.dst, "--" + tc.proto, strconv.Itoa(tc.port), "--round-trip"}
+			if tc.via != "" {
+				args = append(args, "--via", "node/"+tc.via)
+			}
+			r := runTrace(t, args...)
+			real := outsideTraffic(t, p)
+			if real != tc.want {
+				t.Fatalf("real traffic from the lab's host to %s %s/%d: %s, want %s", tc.target, tc.proto, tc.port, real, tc.want)
+			}
+			checkAgainstTraffic(t, r, real, "")
+			if r.record == nil {
+				t.Fatalf("no record:\n%s", r.stderr)
+			}
+			wantReply := map[outcome]string{served: "Answered", refused: ""}[real]
+			if got := r.record.Annotations[labels.ReplyAnnotation]; got != wantReply {
+				t.Errorf("answer %q, want %q (real traffic %s)\n%s", got, wantReply, real, r.stderr)
+			}
+			via := tc.via
+			if via == "" {
+				via = strings.TrimPrefix(tc.dst, "node/")
+			}
+			if got := r.record.Annotations[labels.ViaAnnotation]; got != via {
+				t.Errorf("via annotation %q, want %q", got, via)
+			}
+			if real == served && !answerLeftBy(r, via) {
+				t.Errorf("the answer's hops on %s do not end leaving the pod network (its uplink)", via)
+			}
+		})
+	}
+	assertNothingLeft(t)
+}
+
+// TestOutsideBadInput: a source outside the cluster reaches only a
+// NodePort, an externalIP or a LoadBalancer IP, through a node that
+// exists; anything else is refused with exit 1 and a message that says
+// what to do, before anything is created. Every mode: the checks are the
+// plugin's.
+func TestOutsideBadInput(t *testing.T) {
+	f := getTraceFixture(t)
+	apply(t, fmt.Sprintf(`apiVersion: v1
+kind: Service
+metadata: {name: outside-bad-input, namespace: %s}
+spec:
+  type: NodePort
+  selector: {app: web}
+  externalIPs: [10.89.0.51]
+  ports: [{port: 80, targetPort: 80}]
+---
+`, f.ns))
+	np := strconv.Itoa(nodePort(t, f.ns, "outside-bad-input", 0))
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"to a pod", []string{labHostIP, f.ns + "/b", "--tcp", "80"}, "reaches a Service through a NodePort"},
+		{"to a Service", []string{labHostIP, f.ns + "/svc/web", "--tcp", "80"}, "reaches a Service through a NodePort"},
+		{"to a port that is no NodePort", []string{labHostIP, "node/" + labNodes[0].name, "--tcp", "29999"}, "no Service has TCP NodePort 29999"},
+		{"to an address that is no Service's", []string{labHostIP, "10.89.0.98", "--tcp", "80", "--via", "node/" + labNodes[0].name}, "no node's address and no Service's externalIP"},
+		{"externalIP without --via", []string{labHostIP, "10.89.0.51", "--tcp", "80"}, "--via node/NAME"},
+		{"via a node that does not exist", []string{labHostIP, "10.89.0.51", "--tcp", "80", "--via", "node/no-such-node"}, "no such node"},
+		{"ICMP", []string{labHostIP, "node/" + labNodes[0].name, "--icmp"}, "give --tcp PORT or --udp PORT"},
+		{"from a pod's address", []string{f.pods["a"].Status.PodIP, "node/" + labNodes[0].name, "--tcp", np}, "give the pod as SRC"},
+		{"--via with a pod as SRC", []string{"-n", f.ns, "a", "b", "--via", "node/" + labNodes[1].name}, "drop --via"},
+		{"--via to another node than the NodePort's", []string{labHostIP, "node/" + labNodes[0].name, "--tcp", np, "--via", "node/" + labNodes[1].name}, "arrives on node " + labNodes[0].name},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := runTrace(t, tc.args...)
+			if r.code != 1 || !strings.Contains(r.stderr, tc.want) {
+				t.Errorf("exit %d, want 1 with %q:\n%s", r.code, tc.want, r.stderr)
+			}
+		})
+	}
+	assertNothingLeft(t)
+}
+
+// answerLeftBy reports whether the answer's hops on node end leaving the
+// pod network: back out of the node's uplink towards the outside source.
+func answerLeftBy(r traceRun, node string) bool {
+	for _, res := range r.record.Status.Results {
+		if res.Node == node && res.Role == report.RoleReply && len(res.Observations) > 0 {
+			return res.Observations[len(res.Observations)-1].Action.Normalize() == report.ActionForwardedOutOfNetwork
+		}
+	}
+	return false
+}
+
+// nodePort is the NodePort the API server gave port i of Service ns/name.
+func nodePort(t testing.TB, ns, name string, i int) int {
+	t.Helper()
+	out := mustKubectl(t, "get", "service", "-n", ns, name, "-o", fmt.Sprintf("jsonpath={.spec.ports[%d].nodePort}", i))
+	p, err := strconv.Atoi(strings.TrimSpace(out))
+	if err != nil || p == 0 {
+		t.Fatalf("Service %s/%s port %d has no NodePort: %q", ns, name, i, out)
+	}
+	return p
+}
+
+// hostRoute routes dst from the lab's host through a node (as an outside
+// router would send an externalIP to the node that announces it), until
+// the test ends.
+func hostRoute(t testing.TB, dst, via string) {
+	t.Helper()
+	if out, err := exec.Command("ip", "route", "replace", dst+"/32", "via", via).CombinedOutput(); err != nil {
+		t.Fatalf("ip route replace %s via %s: %v: %s", dst, via, err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("ip", "route", "del", dst+"/32").Run() })
+}
+
+// outsideTraffic sends p's traffic from the lab's host, outside the
+// cluster, with the workload client.
+func outsideTraffic(t testing.TB, p probe) outcome {
+	t.Helper()
+	got, _, _ := runWorkload(t, p, nil, filepath.Join(repoRoot(), "bin", "lab", "workload"), workloadArgs(t, p)...)
+	return got
+}
