@@ -60,7 +60,7 @@ func TestOutsideSourceRefused(t *testing.T) {
 		{"no protocol", []string{"10.89.0.1", "node/tf-node-1"},
 			[]string{"from outside (SRC 10.89.0.1)", "give --tcp PORT or --udp PORT"}},
 		{"IPv6 SRC to an IPv4 DST", []string{"fd00::1", "10.89.0.50", "--tcp", "80", "--via", "tf-node-1"},
-			[]string{"SRC fd00::1 and DST are of different IP families"}},
+			[]string{"SRC fd00::1 is an IPv6 address and the trace is over IPv4"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -163,6 +163,9 @@ func (o *TraceOptions) Complete(args []string) error {
 	if o.destination.Kind == resolve.KindIP && o.destination.IP.Is6() && !o.changed("ipv6") {
 		o.ipv6 = true // an IPv6 destination says it all
 	}
+	if o.source.Kind == resolve.KindIP && o.source.IP.Is6() && o.destination.Kind != resolve.KindIP && !o.changed("ipv6") {
+		o.ipv6 = true // so does an IPv6 source outside the cluster
+	}
 	o.format = o.output
 	terminal := o.deps.IsTerminal(o.Out)
 	if o.format == outputWide {
@@ -248,7 +251,7 @@ func (o *TraceOptions) validateOutside() error {
 		if !ok {
 			kind, name = "node", o.via
 		}
-		if kind != "node" && kind != "nodes" && kind != "no" || name == "" || strings.Contains(name, "/") {
+		if k := strings.ToLower(kind); k != "node" && k != "nodes" && k != "no" || name == "" || strings.Contains(name, "/") {
 			return exitcode.UsageErrorf("--via %q: want node/NAME, a node of the cluster", o.via)
 		}
 		o.via = name
@@ -268,7 +271,7 @@ func (o *TraceOptions) validateOutside() error {
 	case o.protocol != traceflow.TCP && o.protocol != traceflow.UDP:
 		return exitcode.UsageErrorf("from outside (SRC %s) a packet reaches a Service on a port (its NodePort, externalIP or LoadBalancer IP): give --tcp PORT or --udp PORT", o.source.IP)
 	case o.source.IP.Is6() != o.ipv6:
-		return exitcode.UsageErrorf("SRC %s and DST are of different IP families: give both IPv4 or both IPv6", o.source.IP)
+		return exitcode.UsageErrorf("SRC %s is an IPv%s address and the trace is over IPv%s (from DST or --ipv6): give SRC and DST of one family", o.source.IP, map[bool]string{true: "6", false: "4"}[o.source.IP.Is6()], map[bool]string{true: "6", false: "4"}[o.ipv6])
 	}
 	return nil
 }

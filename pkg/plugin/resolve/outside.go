@@ -45,6 +45,9 @@ func resolveOutside(ctx context.Context, l Lookup, q Query, res *Result) error {
 	if err != nil {
 		return apiError(err, "the nodes", "a trace from outside needs to read them")
 	}
+	if n := nodeWithAddress(nodes, src); n != "" {
+		return exitcode.UsageErrorf("SRC %s is node %s's address, not one outside the cluster: give node/%s as SRC", src, n, n)
+	}
 	dst, via, err := outsideDestination(q, nodes)
 	if err != nil {
 		return err
@@ -53,9 +56,10 @@ func resolveOutside(ctx context.Context, l Lookup, q Query, res *Result) error {
 	if err != nil {
 		return apiError(err, "the Services", "a trace from outside needs to read them to find the one it reaches")
 	}
-	svc, how := serviceFromOutside(svcs, dst, q)
+	owner := nodeWithAddress(nodes, dst)
+	svc, how := serviceFromOutside(svcs, dst, owner != "", q)
 	if svc == nil {
-		return noEntry(q, dst)
+		return noEntry(q, dst, owner)
 	}
 	if via == "" {
 		return exitcode.UsageErrorf("%s %s is not a node's: say which node's uplink receives the packet with --via node/NAME", how, dst)
@@ -108,11 +112,7 @@ func outsideDestination(q Query, nodes []corev1.Node) (netip.Addr, string, error
 		dst, owner = ip, n.Name
 	case KindIP:
 		dst = q.Destination.IP
-		for i := range nodes {
-			if slices.ContainsFunc(nodes[i].Status.Addresses, func(a corev1.NodeAddress) bool { return a.Address == dst.String() }) {
-				owner = nodes[i].Name
-			}
-		}
+		owner = nodeWithAddress(nodes, dst)
 	default:
 		return dst, "", exitcode.UsageErrorf("from outside (SRC %s) a packet reaches a Service through a NodePort (DST node/NAME with --tcp NODEPORT), an externalIP or a LoadBalancer IP (DST that IP, with --via node/NAME), not %s %s directly", q.Source.IP, q.Destination.Kind, q.Destination)
 	}
@@ -127,9 +127,9 @@ func outsideDestination(q Query, nodes []corev1.Node) (netip.Addr, string, error
 
 // serviceFromOutside is the Service that a packet to dst on the query's
 // port reaches from outside, and how: a NodePort where dst is a node's
-// address, else an externalIP or a LoadBalancer ingress IP with that
-// port.
-func serviceFromOutside(svcs []corev1.Service, dst netip.Addr, q Query) (*corev1.Service, string) {
+// address (onNode), else an externalIP or a LoadBalancer ingress IP with
+// that port.
+func serviceFromOutside(svcs []corev1.Service, dst netip.Addr, onNode bool, q Query) (*corev1.Service, string) {
 	for i := range svcs {
 		svc := &svcs[i]
 		for _, p := range svc.Spec.Ports {
@@ -141,11 +141,11 @@ func serviceFromOutside(svcs []corev1.Service, dst netip.Addr, q Query) (*corev1
 				continue
 			}
 			switch {
-			case q.Destination.Kind == KindNode && p.NodePort == q.DstPort:
+			case onNode && p.NodePort == q.DstPort:
 				return svc, "NodePort"
-			case q.Destination.Kind == KindIP && p.Port == q.DstPort && slices.Contains(svc.Spec.ExternalIPs, dst.String()):
+			case !onNode && p.Port == q.DstPort && slices.Contains(svc.Spec.ExternalIPs, dst.String()):
 				return svc, "externalIP"
-			case q.Destination.Kind == KindIP && p.Port == q.DstPort && slices.ContainsFunc(svc.Status.LoadBalancer.Ingress, func(in corev1.LoadBalancerIngress) bool { return in.IP == dst.String() }):
+			case !onNode && p.Port == q.DstPort && slices.ContainsFunc(svc.Status.LoadBalancer.Ingress, func(in corev1.LoadBalancerIngress) bool { return in.IP == dst.String() }):
 				return svc, "LoadBalancer IP"
 			}
 		}
@@ -153,9 +153,9 @@ func serviceFromOutside(svcs []corev1.Service, dst netip.Addr, q Query) (*corev1
 	return nil, ""
 }
 
-func noEntry(q Query, dst netip.Addr) error {
-	if q.Destination.Kind == KindNode {
-		return exitcode.UsageErrorf("no Service has %s NodePort %d, so nothing answers it on node %s from outside: check with 'kubectl get services -A' (the second number of PORT(S), as 80:30080/TCP)", q.Protocol, q.DstPort, q.Destination.Name)
+func noEntry(q Query, dst netip.Addr, node string) error {
+	if node != "" {
+		return exitcode.UsageErrorf("no Service has %s NodePort %d, so nothing answers it on node %s from outside: check with 'kubectl get services -A' (the second number of PORT(S), as 80:30080/TCP)", q.Protocol, q.DstPort, node)
 	}
 	return exitcode.UsageErrorf("%s is no node's address and no Service's externalIP or LoadBalancer IP with %s port %d: from outside (SRC %s) a packet reaches a Service only so; check with 'kubectl get services -A -o wide'", dst, q.Protocol, q.DstPort, q.Source.IP)
 }
@@ -173,6 +173,17 @@ func viaReady(nodes []corev1.Node, via string) error {
 		}
 	}
 	return exitcode.UsageErrorf("--via node/%s: the node is not Ready ('kubectl get node %s'), so no helper can run there to receive the packet: give a Ready node", via, via)
+}
+
+// nodeWithAddress is the name of the node that reports ip among its
+// addresses, "" for none.
+func nodeWithAddress(nodes []corev1.Node, ip netip.Addr) string {
+	for i := range nodes {
+		if slices.ContainsFunc(nodes[i].Status.Addresses, func(a corev1.NodeAddress) bool { return a.Address == ip.String() }) {
+			return nodes[i].Name
+		}
+	}
+	return ""
 }
 
 func nodeNamed(nodes []corev1.Node, name string) *corev1.Node {

@@ -66,23 +66,6 @@ func outsideQuery(t *testing.T, src, dst string, proto traceflow.Protocol, port 
 	return Query{Source: s, Destination: mustRef(t, dst), Namespace: "default", Protocol: proto, DstPort: port, Via: via}
 }
 
-// knownBugs are cases of the tests below that the code gets wrong today,
-// each with what is wrong: they are skipped, with that reason, until it is
-// fixed (delete the line then).
-var knownBugs = map[string]string{
-	"NodePort on a node's address": "serviceFromOutside matches a NodePort only for DST node/NAME, so DST 10.89.0.12 " +
-		"(tf-node-2's InternalIP) with --tcp 30080 is refused as \"no node's address\", though outsideDestination found its node",
-	"a node's address as SRC, no pod on its host network": "notInCluster asks only PodsWithIP, never the nodes' addresses, " +
-		"so a node's InternalIP that no host-network pod holds passes as an address outside the cluster",
-}
-
-func skipKnownBug(t *testing.T, name string) {
-	t.Helper()
-	if why, ok := knownBugs[name]; ok {
-		t.Skip("known bug: " + why)
-	}
-}
-
 func TestResolveOutside(t *testing.T) {
 	ip := netip.MustParseAddr
 	outside := func(via string) Endpoint { return Endpoint{Kind: KindIP, IP: ip("10.89.0.1"), Node: via} }
@@ -107,7 +90,6 @@ func TestResolveOutside(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			skipKnownBug(t, tt.name)
 			cs := fake.NewClientset(outsideCluster()...)
 			got, err := Resolve(context.Background(), FromClientset(cs), outsideQuery(t, "10.89.0.1", tt.dst, traceflow.TCP, tt.port, tt.via))
 			if err != nil {
@@ -169,7 +151,6 @@ func TestResolveOutsideErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			skipKnownBug(t, tt.name)
 			q := outsideQuery(t, tt.src, tt.dst, tt.proto, tt.port, tt.via)
 			q.Live = tt.live
 			cs := fake.NewClientset(outsideCluster()...)
