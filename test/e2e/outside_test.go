@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"os/exec"
 	"path/filepath"
@@ -27,7 +28,7 @@ import (
 // rejects it.
 func TestOutsideToNodePortAndExternalIP(t *testing.T) {
 	f := getTraceFixture(t)
-	const extIP = "10.89.0.50"
+	const extIP, lbIP = "10.89.0.50", "10.89.0.60"
 	apply(t, fmt.Sprintf(`apiVersion: v1
 kind: Service
 metadata: {name: outside-web, namespace: %[1]s}
@@ -46,10 +47,30 @@ spec:
   ports: [{port: 80, targetPort: 80}]
 ---
 `, f.ns, extIP))
+	// A LoadBalancer's address is what a cloud's controller writes in its
+	// status; the lab has none, so the test writes it (10.89.0.60).
+	apply(t, fmt.Sprintf(`apiVersion: v1
+kind: Service
+metadata: {name: outside-lb, namespace: %s}
+spec:
+  type: LoadBalancer
+  selector: {app: web}
+  ports: [{port: 8080, targetPort: 8080}]
+---
+`, f.ns))
+	// Another Service with the same externalIP makes ovnkube fail the
+	// newer one whole (its nftables map refuses the duplicate element,
+	// "File exists"), NodePorts included: none is left for a rerun.
+	t.Cleanup(func() {
+		_, _ = kubectl(context.Background(), "delete", "service", "-n", f.ns, "outside-web", "outside-empty", "outside-lb", "--wait=false")
+	})
+	mustKubectl(t, "patch", "service", "-n", f.ns, "outside-lb", "--subresource=status", "--type=merge",
+		"-p", `{"status":{"loadBalancer":{"ingress":[{"ip":"`+lbIP+`"}]}}}`)
 	web, echo := nodePort(t, f.ns, "outside-web", 0), nodePort(t, f.ns, "outside-web", 1)
 	empty := nodePort(t, f.ns, "outside-empty", 0)
 	// The lab's host reaches the externalIP through node 1's uplink.
 	hostRoute(t, extIP, labNodes[0].ip)
+	hostRoute(t, lbIP, labNodes[1].ip)
 	for _, tc := range []struct {
 		name, dst, proto, target string
 		port                     int
@@ -60,6 +81,7 @@ spec:
 		{"NodePort on node 2, endpoint on it", "node/" + labNodes[1].name, "tcp", labNodes[1].ip, web, "", served},
 		{"UDP NodePort on node 1", "node/" + labNodes[0].name, "udp", labNodes[0].ip, echo, "", served},
 		{"externalIP via node 1", extIP, "tcp", extIP, 80, labNodes[0].name, served},
+		{"LoadBalancer IP via node 2", lbIP, "tcp", lbIP, 8080, labNodes[1].name, served},
 		{"NodePort of a Service without endpoints", "node/" + labNodes[0].name, "tcp", labNodes[0].ip, empty, "", refused},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -123,6 +145,9 @@ spec:
   ports: [{port: 80, targetPort: 80}]
 ---
 `, f.ns))
+	t.Cleanup(func() {
+		_, _ = kubectl(context.Background(), "delete", "service", "-n", f.ns, "outside-bad-input", "--wait=false")
+	})
 	np := strconv.Itoa(nodePort(t, f.ns, "outside-bad-input", 0))
 	for _, tc := range []struct {
 		name string
