@@ -199,6 +199,7 @@ var holdsIn = map[string][]string{
 	// refusals are the plugin's, in every mode.
 	"TestOutsideToNodePortAndExternalIP": ovnkOnly,
 	"TestOutsideBadInput":                everyMode,
+	"TestOutsideWhereNoUplinkBridge":     {modeLab, modeOVN, modeAntrea},
 	// The lab's drop-replies fault is its own agent's (issue 26).
 	"TestRoundTripAnswerLostOnTheWayBack": labOnly,
 	// The lab's own pipeline.

@@ -215,3 +215,35 @@ func outsideTraffic(t testing.TB, p probe) outcome {
 	got, _, _ := runWorkload(t, p, nil, filepath.Join(repoRoot(), "bin", "lab", "workload"), workloadArgs(t, p)...)
 	return got
 }
+
+// TestOutsideWhereNoUplinkBridge: where a node's uplink is not bridged
+// into the pipeline (the lab's and ovn modes' br-phy carries only the
+// tunnel; the antrea mode's too, and nothing there implements a NodePort:
+// no kube-proxy runs and Antrea's proxy has proxyAll off), a packet from
+// outside meets the node's kernel first, out of OVS's sight: the helper
+// says so and the trace fails (exit 4) without a verdict it could not
+// know, and real traffic is refused by the node's kernel.
+func TestOutsideWhereNoUplinkBridge(t *testing.T) {
+	f := getTraceFixture(t)
+	apply(t, fmt.Sprintf(`apiVersion: v1
+kind: Service
+metadata: {name: outside-unbridged, namespace: %s}
+spec:
+  type: NodePort
+  selector: {app: web}
+  ports: [{port: 80, targetPort: 80}]
+---
+`, f.ns))
+	t.Cleanup(func() {
+		_, _ = kubectl(context.Background(), "delete", "service", "-n", f.ns, "outside-unbridged", "--wait=false")
+	})
+	port := nodePort(t, f.ns, "outside-unbridged", 0)
+	r := runTrace(t, labHostIP, "node/"+labNodes[0].name, "--tcp", strconv.Itoa(port))
+	if r.code != 4 || !strings.Contains(r.stderr, "the node reaches "+labHostIP+" through") {
+		t.Errorf("exit %d, want 4 saying how the node reaches the outside and why nothing enters the pipeline there:\n%s", r.code, r.stderr)
+	}
+	if real := outsideTraffic(t, probe{proto: "tcp", dst: labNodes[0].ip, port: port}); real != refused {
+		t.Errorf("real traffic from the lab's host to the NodePort: %s, want refused (nothing implements it here)", real)
+	}
+	assertNothingLeft(t)
+}
