@@ -36,14 +36,14 @@ func (p *parser) oneCase(n *yaml.Node, path string, d defaults) (Case, error) {
 	p.caseName = c.Name
 	fromNode, ok := f["from"]
 	if !ok {
-		return c, p.errf(n, join(path, "from"), "missing: say where the probe starts (pod, or selector)")
+		return c, p.errf(n, join(path, "from"), "missing: say where the probe starts (pod, selector, node or ip)")
 	}
 	if c.From, err = p.from(fromNode, join(path, "from"), d.namespace); err != nil {
 		return c, err
 	}
 	toNode, ok := f["to"]
 	if !ok {
-		return c, p.errf(n, join(path, "to"), "missing: say where the probe goes (pod, selector, service or ip)")
+		return c, p.errf(n, join(path, "to"), "missing: say where the probe goes (pod, selector, service, ip or node)")
 	}
 	if c.To, err = p.to(toNode, join(path, "to"), d.namespace); err != nil {
 		return c, err
@@ -61,7 +61,10 @@ func (p *parser) oneCase(n *yaml.Node, path string, d defaults) (Case, error) {
 	if err := p.roundTrip(&c, f, path, d); err != nil {
 		return c, err
 	}
-	return c, p.packet(&c, f, path, d, n)
+	if err := p.packet(&c, f, path, d, n); err != nil {
+		return c, err
+	}
+	return c, p.ends(&c, f, path, n)
 }
 
 // roundTrip reads whether the case follows the answer (its own
@@ -136,35 +139,44 @@ func (p *parser) packet(c *Case, f map[string]*yaml.Node, path string, d default
 	return nil
 }
 
+// fromKinds and toKinds are what a source and a destination can be, one
+// of each; the schema's oneOf lists the same (a test keeps them in step).
+var (
+	fromKinds = []string{"pod", "selector", "node", "ip"}
+	toKinds   = []string{"pod", "selector", "service", "ip", "node"}
+)
+
 func (p *parser) from(n *yaml.Node, path, ns string) (From, error) {
 	f, err := p.fields(n, path, fieldsFrom...)
 	if err != nil {
 		return From{}, err
 	}
-	out := From{Namespace: ns, Pick: PickFirst, At: p.at(n)}
-	if v, ok := f["namespace"]; ok {
-		if out.Namespace, err = p.namespace(v, join(path, "namespace")); err != nil {
-			return out, err
-		}
+	out := From{Pick: PickFirst, At: p.at(n)}
+	kind, err := p.kind(n, f, path, fromKinds,
+		"pod: NAME, selector: LABELS (the first Ready pod by name, or pods: all), node: NAME (its own traffic) or ip: ADDR (outside the cluster)")
+	if err != nil {
+		return out, err
 	}
-	pod, hasPod := f["pod"]
-	sel, hasSel := f["selector"]
-	switch {
-	case hasPod && hasSel:
-		return out, p.errf(sel, join(path, "selector"), "give pod or selector, not both")
-	case hasPod:
-		out.Pod, err = p.objectName(pod, join(path, "pod"), "pod")
-	case hasSel:
-		out.SelectorAt = p.at(sel)
-		out.Selector, err = p.selector(sel, join(path, "selector"))
-	default:
-		return out, p.errf(n, join(path, "pod"), "missing: give pod: NAME, or selector: LABELS (the first Ready pod by name, or pods: all)")
+	if out.Namespace, err = p.fromNamespace(f, path, kind, ns); err != nil {
+		return out, err
+	}
+	v, field := f[kind], join(path, kind)
+	switch kind {
+	case "pod":
+		out.Pod, err = p.objectName(v, field, "pod")
+	case "selector":
+		out.SelectorAt = p.at(v)
+		out.Selector, err = p.selector(v, field)
+	case "node":
+		out.Node, err = p.nodeName(v, field)
+	case "ip":
+		out.IP, err = p.addr(v, field)
 	}
 	if err != nil {
 		return out, err
 	}
 	if v, ok := f["pods"]; ok {
-		if !hasSel {
+		if kind != "selector" {
 			return out, p.errf(v, join(path, "pods"), "applies to a selector only")
 		}
 		s, err := p.str(v, join(path, "pods"))
@@ -178,7 +190,27 @@ func (p *parser) from(n *yaml.Node, path, ns string) (From, error) {
 			return out, p.errf(v, join(path, "pods"), "%q: give first (the first Ready pod by name) or all", s)
 		}
 	}
-	return out, nil
+	return out, p.via(&out, f, path)
+}
+
+// kind is which one of kinds the mapping n (read into f) gives; the error
+// is at the second one given, or at n, saying what to give (hint), when
+// none is.
+func (p *parser) kind(n *yaml.Node, f map[string]*yaml.Node, path string, kinds []string, hint string) (string, error) {
+	var got []string
+	for _, k := range kinds {
+		if _, ok := f[k]; ok {
+			got = append(got, k)
+		}
+	}
+	switch len(got) {
+	case 0:
+		return "", p.errf(n, path, "give one of %s", hint)
+	case 1:
+		return got[0], nil
+	}
+	return "", p.errf(f[got[1]], join(path, got[1]), "give only one of %s, not both %s and %s",
+		strings.Join(kinds[:len(kinds)-1], ", ")+" and "+kinds[len(kinds)-1], got[0], got[1])
 }
 
 func (p *parser) to(n *yaml.Node, path, ns string) (To, error) {
@@ -192,22 +224,16 @@ func (p *parser) to(n *yaml.Node, path, ns string) (To, error) {
 			return out, err
 		}
 	}
-	var kinds []string
-	for _, k := range []string{"pod", "selector", "service", "ip"} {
-		if _, ok := f[k]; ok {
-			kinds = append(kinds, k)
-		}
+	kind, err := p.kind(n, f, path, toKinds,
+		"pod: NAME, selector: LABELS (its first Ready pod by name), service: NAME, ip: ADDR or node: NAME (the node's address)")
+	if err != nil {
+		return out, err
 	}
-	switch len(kinds) {
-	case 0:
-		return out, p.errf(n, path, "give one of pod, selector, service and ip")
-	case 1:
-	default:
-		return out, p.errf(f[kinds[1]], join(path, kinds[1]), "give only one of pod, selector, service and ip (also got %s)", kinds[0])
+	if v, ok := f["namespace"]; ok && kind == "node" {
+		return out, p.errf(v, join(path, "namespace"), "a node has no namespace: drop namespace")
 	}
-	v := f[kinds[0]]
-	field := join(path, kinds[0])
-	switch kinds[0] {
+	v, field := f[kind], join(path, kind)
+	switch kind {
 	case "pod":
 		out.Pod, err = p.objectName(v, field, "pod")
 	case "selector":
@@ -218,6 +244,9 @@ func (p *parser) to(n *yaml.Node, path, ns string) (To, error) {
 		out.Service, err = p.objectName(v, field, "Service")
 	case "ip":
 		out.IP, err = p.addr(v, field)
+	case "node":
+		out.Namespace = ""
+		out.Node, err = p.nodeName(v, field)
 	}
 	if err != nil {
 		return out, err

@@ -15,6 +15,12 @@ func FuzzParse(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Add(example)
+	nodes, err := os.ReadFile(filepath.Join("testdata", "nodes.yaml"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(nodes)
+	f.Add([]byte(head + "cases: [{name: a, from: {ip: '::1', via: no/x}, to: {node: node/x}, port: 1}]\n"))
 	f.Add([]byte(head + "cases:\n- name: a\n  from: {pod: a}\n  to: {pod: b}\n  port: 80\n"))
 	f.Add([]byte(head + "cases: [{name: a, from: {selector: 'x in (a'}, to: {ip: '::1'}}]\n"))
 	f.Add([]byte(head + "defaults: {roundTrip: true, expect: refused}\ncases:\n- name: a\n  from: {pod: a}\n  to: {pod: b}\n  port: 80\n  roundTrip: false\n"))

@@ -25,8 +25,8 @@ var (
 	fieldsTop      = []string{"apiVersion", "kind", "defaults", "cases"}
 	fieldsDefaults = []string{"namespace", "protocol", "port", "expect", "timeout", "roundTrip"}
 	fieldsCase     = []string{"name", "from", "to", "protocol", "port", "expect", "timeout", "roundTrip"}
-	fieldsFrom     = []string{"namespace", "pod", "selector", "pods"}
-	fieldsTo       = []string{"namespace", "pod", "selector", "service", "ip", "allEndpoints"}
+	fieldsFrom     = []string{"namespace", "pod", "selector", "pods", "node", "ip", "via"}
+	fieldsTo       = []string{"namespace", "pod", "selector", "service", "ip", "node", "allEndpoints"}
 )
 
 // Timeout bounds, as the single-trace command's --timeout.
@@ -375,7 +375,8 @@ func (p *parser) objectName(n *yaml.Node, field, what string) (string, error) {
 	return v, nil
 }
 
-// addr checks an IP destination.
+// addr checks an IP address: a destination, or a source outside the
+// cluster.
 func (p *parser) addr(n *yaml.Node, field string) (string, error) {
 	v, err := p.str(n, field)
 	if err != nil {

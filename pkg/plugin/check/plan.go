@@ -38,6 +38,9 @@ type Trace struct {
 	Result  *resolve.Result
 	Expect  outcome.Expect
 	Timeout time.Duration
+	// IPv6 is the trace's family where an address of the case says it
+	// (from.ip, to.ip), as an IPv6 SRC or DST implies --ipv6.
+	IPv6 bool
 }
 
 // Pods lists pods by label selector, for the cases that name their pods
@@ -127,15 +130,15 @@ func (p *Planner) planCase(ctx context.Context, file string, c Case) ([]Trace, e
 		if c.From.Pick == PickAll {
 			name += " [from " + src.Namespace + "/" + src.Name + "]"
 		}
-		q := resolve.Query{Source: src, Destination: dst, Namespace: p.Namespace, Protocol: c.Protocol, DstPort: c.Port}
+		q := p.query(c, src, dst)
 		res, err := resolve.Resolve(ctx, p.Lookup, q)
 		if err != nil {
 			return nil, wrap(c.At, c, "", err)
 		}
 		if resolve.SameObject(src, dst) {
-			return nil, wrap(c.To.At, c, "to", exitcode.UsageErrorf("the source and the destination are the same pod %s/%s", src.Namespace, src.Name))
+			return nil, wrap(c.To.At, c, "to", exitcode.UsageErrorf("the source and the destination are the same %s", src.Describe(p.Namespace)))
 		}
-		out = append(out, Trace{Case: c, File: file, Name: name, Result: res, Expect: c.Expect, Timeout: timeout})
+		out = append(out, Trace{Case: c, File: file, Name: name, Result: res, Expect: c.Expect, Timeout: timeout, IPv6: q.IPv6})
 		if !c.To.AllEndpoints {
 			continue
 		}
@@ -151,16 +154,35 @@ func (p *Planner) planCase(ctx context.Context, file string, c Case) ([]Trace, e
 			if err != nil {
 				return nil, wrap(c.To.ServiceAt, c, "to.allEndpoints", err)
 			}
-			out = append(out, Trace{Case: c, File: file, Result: eres, Expect: c.Expect, Timeout: timeout,
+			out = append(out, Trace{Case: c, File: file, Result: eres, Expect: c.Expect, Timeout: timeout, IPv6: q.IPv6,
 				Name: fmt.Sprintf("%s [endpoint %s]", name, netip.AddrPortFrom(ep.ip, uint16(ep.port)))}) //nolint:gosec // a port is 1-65535
 		}
 	}
 	return out, nil
 }
 
-// sources are the source pods of c: the pod, or the first (or all) Ready
-// pods of the selector, by name.
+// query is what resolution is asked for a trace of c from src to dst, as
+// a single trace asks it for SRC, DST and --via: an IPv6 address in the
+// case makes the trace IPv6, as it implies --ipv6.
+func (p *Planner) query(c Case, src, dst resolve.Ref) resolve.Query {
+	return resolve.Query{Source: src, Destination: dst, Namespace: p.Namespace, Protocol: c.Protocol, DstPort: c.Port,
+		Via: c.From.Via, IPv6: src.IP.Is6() || dst.IP.Is6()}
+}
+
+// sources are where the traces of c start: the node, the address outside
+// the cluster, the pod, or the first (or all) Ready pods of the selector,
+// by name.
 func (p *Planner) sources(ctx context.Context, c Case) ([]resolve.Ref, error) {
+	switch {
+	case c.From.Node != "":
+		return []resolve.Ref{{Kind: resolve.KindNode, Name: c.From.Node}}, nil
+	case c.From.IP != "":
+		ip, err := netip.ParseAddr(c.From.IP)
+		if err != nil { // Parse checked it; a Case built by hand may not be
+			return nil, wrap(c.From.At, c, "from.ip", exitcode.UsageErrorf("%q is not an IP address", c.From.IP))
+		}
+		return []resolve.Ref{{Kind: resolve.KindIP, IP: ip}}, nil
+	}
 	ns := p.ns(c.From.Namespace)
 	if c.From.Pod != "" {
 		return []resolve.Ref{{Kind: resolve.KindPod, Namespace: ns, Name: c.From.Pod}}, nil
@@ -192,6 +214,8 @@ func (p *Planner) destination(ctx context.Context, c Case) (resolve.Ref, error) 
 		return resolve.Ref{Kind: resolve.KindPod, Namespace: ns, Name: pods[0]}, nil
 	case c.To.Service != "":
 		return resolve.Ref{Kind: resolve.KindService, Namespace: ns, Name: c.To.Service}, nil
+	case c.To.Node != "":
+		return resolve.Ref{Kind: resolve.KindNode, Name: c.To.Node}, nil
 	}
 	ip, err := netip.ParseAddr(c.To.IP)
 	if err != nil { // Parse checked it; a Case built by hand may not be

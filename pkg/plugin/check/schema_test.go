@@ -71,3 +71,61 @@ func TestExampleParses(t *testing.T) {
 		t.Errorf("%d cases, want 5", len(s.Cases))
 	}
 }
+
+// The schema's oneOf of a source and of a destination lists exactly the
+// kinds the parser takes one of.
+func TestSchemaKindsMatchTheParser(t *testing.T) {
+	b, err := os.ReadFile("check-suite.schema.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s struct {
+		Defs map[string]struct {
+			OneOf []struct {
+				Required []string `json:"required"`
+			} `json:"oneOf"`
+		} `json:"$defs"`
+	}
+	if err := json.Unmarshal(b, &s); err != nil {
+		t.Fatalf("the schema is not JSON: %v", err)
+	}
+	for _, tc := range []struct {
+		def    string
+		parser []string
+	}{{"from", fromKinds}, {"to", toKinds}} {
+		var kinds []string
+		for _, o := range s.Defs[tc.def].OneOf {
+			if len(o.Required) != 1 {
+				t.Errorf("%s: a oneOf branch requires %v, want one kind", tc.def, o.Required)
+				continue
+			}
+			kinds = append(kinds, o.Required[0])
+		}
+		if !slices.Equal(kinds, tc.parser) {
+			t.Errorf("%s: schema's oneOf is %v, parser takes one of %v", tc.def, kinds, tc.parser)
+		}
+	}
+}
+
+// The suite of sources and destinations beyond pods parses: a node, a
+// node's address, and an outside address to a NodePort and an externalIP.
+func TestNodesExampleParses(t *testing.T) {
+	f := filepath.Join("testdata", "nodes.yaml")
+	b, err := os.ReadFile(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Parse(f, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, c := range s.Cases {
+		got = append(got, c.From.Node+c.From.IP+"/"+c.From.Via+" -> "+c.To.Node+c.To.IP+c.To.Selector)
+	}
+	want := []string{"worker-1/ -> app=api", "worker-1/ -> worker-2", "/ -> worker-2",
+		"203.0.113.7/ -> worker-1", "203.0.113.7/worker-2 -> worker-2", "203.0.113.7/worker-2 -> 192.0.2.10"}
+	if !slices.Equal(got, want) {
+		t.Errorf("cases\n%q\nwant\n%q", got, want)
+	}
+}

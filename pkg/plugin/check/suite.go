@@ -51,24 +51,35 @@ const (
 	PickAll Pick = "all"
 )
 
-// From is a case's source: a pod by name, or pods by label selector.
+// From is a case's source: exactly one of a pod by name, pods by label
+// selector, a node (its own traffic, as `kubectl traceflow node/NAME DST`
+// sends it) and an address outside the cluster (as `kubectl traceflow
+// ADDR DST --via node/NAME` sends it).
 type From struct {
+	// Namespace is the pod's or the selector's; "" for a node or an IP.
 	Namespace string
 	Pod       string
 	Selector  string
 	Pick      Pick
-	// At is where from: was written; SelectorAt where its selector was.
-	At, SelectorAt Pos
+	Node      string
+	IP        string
+	// Via, with IP, is the node whose uplink receives the packet; "" for
+	// the destination node's own (a NodePort), which resolution checks.
+	Via string
+	// At is where from: was written; SelectorAt where its selector was,
+	// ViaAt where its via was.
+	At, SelectorAt, ViaAt Pos
 }
 
 // To is a case's destination: exactly one of Pod, Selector (the first
-// Ready pod by name), Service and IP.
+// Ready pod by name), Service, IP and Node (the node's address).
 type To struct {
 	Namespace string
 	Pod       string
 	Selector  string
 	Service   string
 	IP        string
+	Node      string
 	// AllEndpoints, for a Service, adds one trace to each endpoint (its IP
 	// and target port) to the one through the Service.
 	AllEndpoints bool
@@ -106,6 +117,27 @@ func OneWayOnly(suites []*Suite, why string) error {
 		for _, c := range s.Cases {
 			if c.RoundTrip {
 				e := Errorf(c.RoundTripAt, strings.TrimPrefix(c.Path+".roundTrip", "."), "%s", why)
+				e.Case = c.Name
+				return e
+			}
+		}
+	}
+	return nil
+}
+
+// PodSourcesOnly returns an error naming the first case of suites whose
+// source is no pod (a node, or an address outside the cluster), for a run
+// whose engine starts a probe only at a pod's own port: why says why and
+// what to do. It returns nil when every source is a pod.
+func PodSourcesOnly(suites []*Suite, why string) error {
+	for _, s := range suites {
+		for _, c := range s.Cases {
+			field := "from.node"
+			if c.From.IP != "" {
+				field = "from.ip"
+			}
+			if c.From.Node != "" || c.From.IP != "" {
+				e := Errorf(c.From.At, strings.TrimPrefix(c.Path+"."+field, "."), "%s", why)
 				e.Case = c.Name
 				return e
 			}

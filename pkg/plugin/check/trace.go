@@ -44,12 +44,20 @@ func (tr *Tracing) RunFunc() RunFunc {
 			defer mu.Unlock()
 			model.Apply(u)
 		}}
-		end, err := r.Run(ctx, tracerun.Trace{Resolved: t.Result, Record: tracerun.Record(t.Result, tr.Probe, opts.Timeout, tr.Suffix())})
+		end, err := r.Run(ctx, tracerun.Trace{Resolved: t.Result, Record: tracerun.Record(t.Result, tr.probe(t), opts.Timeout, tr.Suffix())})
 		mu.Lock()
 		m := model
 		mu.Unlock()
 		return result(ctx, t, err, Result{Ended: end, Model: &m, Started: started, Done: time.Now()})
 	}
+}
+
+// probe is the packet of t: the run's, over IPv6 where the case's
+// addresses say so.
+func (tr *Tracing) probe(t Trace) tracerun.Probe {
+	p := tr.Probe
+	p.IPv6 = p.IPv6 || t.IPv6
+	return p
 }
 
 // result completes res, which holds how the trace ended, with its exit
