@@ -228,6 +228,9 @@ func (o *CheckOptions) Validate() error {
 		if err := check.OneWayOnly(o.suites, "--engine agent: Antrea's Traceflow follows the probe one way only: use --engine helper (or auto) for a round trip, or drop roundTrip"); err != nil {
 			return exitcode.Wrap(exitcode.Usage, err)
 		}
+		if err := check.PodSourcesOnly(o.suites, "--engine agent: Antrea's Traceflow starts a probe only at a pod's own port: use --engine helper (or auto), which injects as the node, or where the via node's uplink receives it"); err != nil {
+			return exitcode.Wrap(exitcode.Usage, err)
+		}
 	}
 	if o.junit != "" {
 		if st, err := os.Stat(o.junit); err == nil && st.IsDir() {

@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"encoding/json"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,6 +11,8 @@ import (
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/check"
 
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/exitcode"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/outcome"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/resolve"
 )
 
 const suiteHead = "apiVersion: " + check.APIVersion + "\nkind: " + check.Kind + "\n"
@@ -120,6 +124,63 @@ func TestCheckRoundTripWithTheAgentEngine(t *testing.T) {
 	}
 	if r.connected {
 		t.Error("a usage error connected to the cluster")
+	}
+}
+
+// --engine agent starts a probe only at a pod's own port: a suite with a
+// node or an outside source exits 1 naming that source's line, before the
+// cluster is asked, as the single trace refuses SRC node/NAME or ADDR.
+func TestCheckNodeOrOutsideSourceWithTheAgentEngine(t *testing.T) {
+	for _, tc := range []struct{ name, from, field string }{
+		{"a node", "{node: node-1}", "from.node"},
+		{"outside", "{ip: 203.0.113.7}", "from.ip"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := writeSuite(t, t.TempDir(), "s.yaml", suiteHead+"cases:\n- name: pod\n  from: {pod: pod-a}\n  to: {pod: pod-b}\n"+
+				"- name: beyond\n  from: "+tc.from+"\n  to: {node: node-2}\n  port: 30080\n")
+			r := runCommand(t, []string{"check", "-f", f, "--engine", "agent"}, demoCluster()...)
+			want := f + ":8: cases[1]." + tc.field + ` (case "beyond"): --engine agent: Antrea's Traceflow starts a probe only at a pod's own port`
+			if exitcode.Of(r.err) != exitcode.Usage || !strings.HasPrefix(r.err.Error(), want) {
+				t.Fatalf("got exit %d %v, want 1 starting %q", exitcode.Of(r.err), r.err, want)
+			}
+			if r.connected {
+				t.Error("a usage error connected to the cluster")
+			}
+		})
+	}
+}
+
+// -o json names a node source node/NAME and an outside one by its address,
+// as a single trace's view does.
+func TestCaseJSONNamesNodeAndOutsideSources(t *testing.T) {
+	web := resolve.Endpoint{Kind: resolve.KindService, Namespace: "np", Name: "web", IP: netip.MustParseAddr("172.18.0.3")}
+	for _, tc := range []struct {
+		name     string
+		res      resolve.Result
+		src, dst string
+	}{
+		{"a node to a node", resolve.Result{Source: resolve.Endpoint{Kind: resolve.KindNode, Name: "node-1", Node: "node-1"},
+			Destination: resolve.Endpoint{Kind: resolve.KindNode, Name: "node-2", Node: "node-2", IP: netip.MustParseAddr("172.18.0.3")}},
+			"node/node-1", "node/node-2"},
+		{"outside to a NodePort", resolve.Result{Source: resolve.Endpoint{Kind: resolve.KindIP, IP: netip.MustParseAddr("203.0.113.7"), Node: "node-2"},
+			Destination: web, Entry: &resolve.Entry{How: "NodePort", Via: "node-2"}},
+			"203.0.113.7", "np/svc/web"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var b strings.Builder
+			tr := check.Trace{Name: "c", File: "s.yaml", Result: &tc.res, Expect: outcome.ExpectDelivered}
+			res := check.Result{Ended: outcome.Ended{Verdict: outcome.Delivered}}
+			if err := writeCaseJSON(&b, tr, res); err != nil {
+				t.Fatal(err)
+			}
+			var got caseJSON
+			if err := json.Unmarshal([]byte(b.String()), &got); err != nil {
+				t.Fatal(err)
+			}
+			if got.Source != tc.src || got.Destination != tc.dst {
+				t.Errorf("source %q, destination %q; want %q, %q", got.Source, got.Destination, tc.src, tc.dst)
+			}
+		})
 	}
 }
 
