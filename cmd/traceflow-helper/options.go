@@ -157,7 +157,7 @@ func (o *options) common(out *report.Writer, logf func(string, ...any)) tracer.C
 
 func (o *options) traceSpec() (tracer.TraceSpec, error) {
 	p := o.args.Probe
-	s := tracer.TraceSpec{SourcePod: p.SourcePod, InPort: p.InPort, SourceNode: p.SourceNode, SourceOutside: p.SourceOutside}
+	s := tracer.TraceSpec{SourcePod: p.SourcePod, InPort: p.InPort, SourceNode: p.SourceNode, SourceOutside: p.SourceOutside, ReplyTranslated: p.ReplyTranslated}
 	if n := countSet(p.SourcePod != "", p.InPort != "", p.SourceNode, p.SourceOutside); n != 1 {
 		return s, errors.New("give exactly one of --source-pod NAMESPACE/NAME, --in-port OVS_PORT, --source-node and --source-outside")
 	}

@@ -2,6 +2,7 @@ package probe
 
 import (
 	"net/netip"
+	"strings"
 
 	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
@@ -24,6 +25,11 @@ type ReplyTo struct {
 	// translates a packet from outside the cluster to a NodePort): the
 	// answer is known by its ports, identifier and mark alone.
 	AnyAddress bool
+	// From, where valid, is the only address an answer other than an
+	// ICMP error may come from: the probe's destination, which nothing
+	// translated (an address outside the cluster, answering a probe
+	// whose source the pipeline translated on its way out).
+	From netip.Addr
 }
 
 // Answers reports whether frame answers the probe r describes, and how.
@@ -49,6 +55,9 @@ func (r ReplyTo) Answers(frame []byte) (report.Answer, bool) {
 		return report.Answer{}, false
 	}
 	a, ok := r.answer(p)
+	if r.From.IsValid() && src != r.From && !strings.HasPrefix(a.Kind, "ICMP") {
+		ok = false
+	}
 	a.From = src.String()
 	return a, ok
 }

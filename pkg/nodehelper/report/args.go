@@ -71,11 +71,15 @@ type ProbeArgs struct {
 	SourceNode bool
 	// SourceOutside injects as a packet from SourceIP, outside the
 	// cluster, arriving on the node's uplink (--source-outside).
-	SourceOutside  bool
-	SourceIP       string
-	SourceMAC      string
-	Destination    string
-	DestinationMAC string
+	SourceOutside bool
+	// ReplyTranslated: a round trip's answer from an outside destination
+	// may come back to the address and port the pipeline translated the
+	// probe's source to (--reply-translated).
+	ReplyTranslated bool
+	SourceIP        string
+	SourceMAC       string
+	Destination     string
+	DestinationMAC  string
 	// TCP and UDP are the destination port; 0 leaves --tcp or --udp out.
 	TCP, UDP   uint
 	ICMP       bool
@@ -124,6 +128,9 @@ func (a HelperArgs) Args() []string {
 	}
 	if p.SourceOutside {
 		args = append(args, "--source-outside")
+	}
+	if p.ReplyTranslated {
+		args = append(args, "--reply-translated")
 	}
 	args = appendString(args, "--source-ip", p.SourceIP)
 	args = appendString(args, "--source-mac", p.SourceMAC)

@@ -29,6 +29,7 @@ func flagSet(sub Subcommand, a *HelperArgs) (fs *flag.FlagSet, given func()) {
 	fs.StringVar(&p.InPort, "in-port", "", "inject at this OVS port (instead of --source-pod)")
 	fs.BoolVar(&p.SourceNode, "source-node", false, "inject as the node itself: at the bridge's port through which the node's kernel routes to --destination, from that route's source address (instead of --source-pod)")
 	fs.BoolVar(&p.SourceOutside, "source-outside", false, "inject as a packet from --source-ip, an address outside the cluster, arriving on the node's uplink: into the bridge at the patch port through which the uplink bridge sends it, where OVS's trace of the uplink bridge says it does (instead of --source-pod)")
+	fs.BoolVar(&p.ReplyTranslated, "reply-translated", false, "with --reply-tag, the destination is outside the pod network: where the pipeline translates the probe's source on its way out (a gateway router's SNAT), also catch the answer from the destination at the translated address and port, as the probe shows them where a continuation pauses it")
 	fs.StringVar(&p.Destination, "destination", "", "destination IP (IPv4 or IPv6, required)")
 	fs.UintVar(&p.TCP, "tcp", 0, "probe TCP to this destination port (default: TCP 80 unless --udp or --icmp)")
 	fs.UintVar(&p.UDP, "udp", 0, "probe UDP to this destination port")

@@ -97,6 +97,10 @@ func (s *session) extend(ctx context.Context, p *path, pin openflow.PacketIn, ta
 		return fmt.Errorf("ask OVS for its trace from table %d: %w", table, err)
 	}
 	from := p.appendContinuation(t, s.cookie|kindTramp, table, mdFlow)
+	if s.translated != nil && !hairpin {
+		// Before the probe goes on (its plan revalidates these too).
+		s.translated(pin.Packet)
+	}
 	if hairpin {
 		s.keptBack = true
 		s.predictRest(p, from, del)

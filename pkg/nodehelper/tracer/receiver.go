@@ -165,6 +165,11 @@ func (s *session) waitCatch(ctx context.Context, catch Plan) (openflow.PacketIn,
 			if err := s.install(ctx, catch, false); err != nil {
 				return pin, false, err
 			}
+		case req := <-s.extraCatch:
+			// More to catch (an answer's translated address): in the
+			// tables before the probe goes on.
+			catch.FlowMods = append(catch.FlowMods, req.plan.FlowMods...)
+			req.done <- s.install(ctx, req.plan, false)
 		case fr := <-s.of.FlowRemoved():
 			// The CNI's agent may have replaced the bridge's flows,
 			// catch flows included: put them back.

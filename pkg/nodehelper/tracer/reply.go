@@ -3,6 +3,9 @@ package tracer
 import (
 	"context"
 	"fmt"
+	"net/netip"
+	"sync"
+	"sync/atomic"
 
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/ofproto"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/openflow"
@@ -41,9 +44,27 @@ type ReplyRun struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	// anyAddress: the answer is caught whatever address it comes back
-	// to (probe.ReplyTo.AnyAddress), so a translated source does not
-	// stop it being followed.
-	anyAddress bool
+	// to (probe.ReplyTo.AnyAddress), or also at the address the pipeline
+	// translated the probe's source to (ArmTranslated), so a translated
+	// source does not stop it being followed.
+	anyAddress atomic.Bool
+	// mu guards tos, the answers the catch takes: the probe's own, and
+	// the translated probe's (ArmTranslated).
+	mu  sync.Mutex
+	tos []probe.ReplyTo
+}
+
+// answers says whether frame answers one of the probes the catch is armed
+// for, and how.
+func (r *ReplyRun) answers(frame []byte) (report.Answer, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, to := range r.tos {
+		if a, ok := to.Answers(frame); ok {
+			return a, true
+		}
+	}
+	return report.Answer{}, false
 }
 
 // openReply opens the answer's trace beside the probe's session, with its
@@ -68,9 +89,11 @@ func openReply(ctx context.Context, probeSession *session) (*ReplyRun, error) {
 // the probe's own flows, in one revalidation instead of two.
 func (r *ReplyRun) Arm(to probe.ReplyTo) error {
 	s, ctx := r.s, r.ctx
-	r.anyAddress = to.AnyAddress
+	r.anyAddress.Store(to.AnyAddress)
+	r.tos = []probe.ReplyTo{to}
+	s.extraCatch = make(chan catchRequest)
 	s.want = func(frame []byte) bool {
-		_, ok := to.Answers(frame)
+		_, ok := r.answers(frame)
 		return ok
 	}
 	catch, err := s.answerCatch(to)
@@ -86,11 +109,68 @@ func (r *ReplyRun) Arm(to probe.ReplyTo) error {
 	r.done = make(chan struct{})
 	go func() {
 		defer close(r.done)
-		if _, err := s.followAnswer(ctx, catch, to); err != nil {
+		if _, err := s.followAnswer(ctx, catch, r.answers); err != nil {
 			s.c.Logf("the answer's trace: %v", err)
 		}
 	}()
 	return nil
+}
+
+// ArmTranslated also catches the answer to the probe as frame shows it
+// after the pipeline translated its source (a gateway router's SNAT, seen
+// where a continuation paused it): the answer from the probe's
+// destination (from) comes back to that address and port (or ICMP
+// identifier, which the datapath's NAT may change too). It returns once
+// the catch flows are in the tables; the caller revalidates before the
+// probe goes on. Nothing is armed where the source is the probe's own, or
+// the answer's trace has ended.
+func (r *ReplyRun) ArmTranslated(frame []byte, own, from netip.Addr) {
+	if r == nil || r.done == nil {
+		return
+	}
+	to, ok := probe.ReplyToFrame(frame)
+	if !ok || to.Source == own || !from.IsValid() {
+		return
+	}
+	to.From = from
+	r.mu.Lock()
+	for _, t := range r.tos {
+		if t.Source == to.Source && t.SrcPort == to.SrcPort && t.ICMPID == to.ICMPID {
+			r.mu.Unlock()
+			return
+		}
+	}
+	r.tos = append(r.tos, to)
+	r.mu.Unlock()
+	catch, err := r.s.answerCatch(to)
+	if err != nil {
+		r.s.c.Logf("the translated answer's catch: %v", err)
+		return
+	}
+	req := catchRequest{plan: catch, done: make(chan error, 1)}
+	select {
+	case r.s.extraCatch <- req:
+	case <-r.done:
+		return
+	}
+	select {
+	case err = <-req.done:
+	case <-r.done:
+		return
+	}
+	if err != nil {
+		r.s.c.Logf("the translated answer's catch: %v", err)
+		return
+	}
+	r.anyAddress.Store(true)
+	r.s.c.Logf("the probe's source was translated to %s: its answer is caught there too", to.Source)
+}
+
+// catchRequest asks an answer's trace that waits for its answer to catch it
+// with more flows (plan); done says whether they are in the tables.
+type catchRequest struct {
+	plan Plan
+	done chan error
 }
 
 // after waits for the answer's trace where the probe's outcome on this
@@ -113,7 +193,7 @@ func (r *ReplyRun) after(out Outcome, err error) (Outcome, error) {
 		switch {
 		case out.KeptBack:
 			why = "the helper did not let the probe go on to its destination (a hairpin back to its source, which it does not resume; see the trace's explanation), so nothing answered it"
-		case out.SourceTranslated && !r.anyAddress:
+		case out.SourceTranslated && !r.anyAddress.Load():
 			why = "the probe's source was translated on this node's pipeline (SNAT): its answer comes back to the translated address, which the answer's catch does not know"
 		}
 		if why != "" {
@@ -189,12 +269,12 @@ func (s *session) answerCatch(to probe.ReplyTo) (Plan, error) {
 // followAnswer waits for the answer and follows it on this node. The
 // answer leaves the catch flow with the reply tag in its DSCP: it is
 // traced so.
-func (s *session) followAnswer(ctx context.Context, catch Plan, to probe.ReplyTo) (Outcome, error) {
+func (s *session) followAnswer(ctx context.Context, catch Plan, answers func([]byte) (report.Answer, bool)) (Outcome, error) {
 	pin, ok, err := s.waitCatch(ctx, catch)
 	if err != nil || !ok {
 		return s.unanswered(ctx, err)
 	}
-	a, _ := to.Answers(pin.Packet)
+	a, _ := answers(pin.Packet)
 	s.answer = &a
 	if src, err := probe.Decode(pin.Packet); err == nil {
 		// A translation of the answer's source (a Service's reply

@@ -120,6 +120,13 @@ type session struct {
 	want func(frame []byte) bool
 	// answer is what the answer the trace follows says.
 	answer *report.Answer
+	// extraCatch, on an answer's trace, takes more catch flows while it
+	// waits (ReplyRun.ArmTranslated); nil elsewhere.
+	extraCatch chan catchRequest
+	// translated, on a probe's trace, is told of the probe as each
+	// continuation pauses it (a source translated in the pipeline arms
+	// the answer's catch there too); nil where nobody listens.
+	translated func(frame []byte)
 	// srcTranslated: the probe's source was seen translated here (SNAT
 	// in the pipeline, as a gateway router's or a hairpin's).
 	srcTranslated bool
@@ -155,7 +162,18 @@ func (s *session) isProbe(frame []byte) bool {
 		return s.want(frame)
 	}
 	sum, err := probe.Decode(frame)
-	return err == nil && sum.IsProbe(s.c.Tag, s.c.Mark, s.probeSrcPort)
+	if err != nil {
+		return false
+	}
+	port := s.probeSrcPort
+	if s.probeSrcIP.IsValid() && sum.SrcIP != s.probeSrcIP && sum.DstIP != s.probeSrcIP {
+		// The pipeline translated the probe's source (a gateway
+		// router's SNAT), its port too (OVN-Kubernetes' picks one at
+		// random in 32768-60999): tag and mark tell it still, and a
+		// reply goes back to the probe's source.
+		port = 0
+	}
+	return sum.IsProbe(s.c.Tag, s.c.Mark, port)
 }
 
 func (c Common) hardTimeout() uint16 {

@@ -25,6 +25,12 @@ type TraceSpec struct {
 	// SourceOutside injects as a packet from SourceIP, outside the
 	// cluster, arriving on the node's uplink (outside.go).
 	SourceOutside bool
+	// ReplyTranslated: the destination is outside the pod network and
+	// answers from its own address, to whatever address and port the
+	// pipeline translated the probe's source to on its way out (a
+	// gateway router's SNAT): the answer is caught there too
+	// (ReplyRun.ArmTranslated), as each continuation shows the probe.
+	ReplyTranslated bool
 	// nextHop is, for SourceNode, the address the node's kernel sends
 	// to: the destination, or its route's gateway.
 	nextHop netip.Addr
@@ -106,6 +112,9 @@ func Trace(ctx context.Context, spec TraceSpec) (Outcome, error) {
 		to.AnyAddress = spec.SourceOutside
 		if err := reply.Arm(to); err != nil {
 			return reply.after(Outcome{ExitCode: ExitSetup}, err)
+		}
+		if spec.ReplyTranslated {
+			s.translated = func(frame []byte) { reply.ArmTranslated(frame, ps.SrcIP, ps.DstIP) }
 		}
 	}
 	// Only passes after a recirculation go through the datapath's cache:

@@ -74,7 +74,7 @@ func newTracer(r *Runner, cfg Config, plan Plan, tag uint8, rec *recorder, fl fl
 		parallel: cfg.ParallelStart && cfg.Pool == nil, shared: cfg.Pool != nil,
 		namespace: cfg.Namespace, image: cfg.Image, ovsRunDir: cfg.OVSRunDir, version: r.Version,
 		timeout: cfg.Timeout, dstKind: plan.View.DestinationKind, roundTrip: plan.RoundTrip,
-		outside: plan.SenderArgs.SourceOutside,
+		outside: plan.SenderArgs.SourceOutside, replyTranslated: plan.SenderArgs.ReplyTranslated,
 	})
 	return &tracer{r: r, cfg: cfg, plan: plan, tag: tag, m: m, fleet: fl, rec: rec, mark: newMark(), pods: pods, lines: lines,
 		nodeWatches: map[string]context.CancelFunc{}, nodesDown: make(chan nodeDown)}

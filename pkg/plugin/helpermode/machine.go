@@ -147,6 +147,9 @@ type machineConfig struct {
 	// the sender's uplink, and the answer's way back ends going out of
 	// it.
 	outside bool
+	// replyTranslated: the sender follows an answer that comes back to a
+	// translated source (its --reply-translated).
+	replyTranslated bool
 }
 
 // machine is the state of one trace's helpers.

@@ -74,7 +74,7 @@ func (m *machine) holdForAnswer(end *ending) *ending {
 	case m.reply.held != nil:
 		return m.replyDecided(false)
 	case end.verdict == outcome.ForwardedOutOfNetwork && outcome.ReachedDestination(end.verdict, m.dstKind):
-		if th := m.translatedAt(); th != nil {
+		if th := m.translatedAt(); th != nil && !m.replyTranslated {
 			at := &th.Hop
 			m.emit(outcome.Warning{At: outcome.At{Time: th.At}, Node: at.Node, Message: fmt.Sprintf(
 				"the probe's source was translated to %s on %s (table %s) on its way out: its answer comes back to that address, which the round trip does not follow yet; the verdict is the probe's alone", at.Observation.TranslatedSrcIP, at.Node, tableOf(*at))})

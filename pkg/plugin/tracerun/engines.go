@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubectl-traceflow/kubectl-traceflow/internal/version"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/report"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/agentmode"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/helpermode"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/labels"
@@ -96,10 +97,20 @@ func (h helperEngine) trace(ctx context.Context, j *job) (outcome.Ended, error) 
 		AntreaAgentPorts: h.agentPorts(j),
 	}, helpermode.Plan{
 		Trace: j.Record.Name, View: j.started, Sender: j.Resolved.Source.Node, Receivers: j.receivers,
-		SenderArgs: senderArgs(j.Resolved, j.Record), Record: j.Record, RecordAsCR: j.decision.RecordAsCR,
+		SenderArgs: h.senderArgs(j), Record: j.Record, RecordAsCR: j.decision.RecordAsCR,
 		RoundTrip: h.options.RoundTrip,
 	})
 	return ho.Ended, err
+}
+
+// senderArgs are the sender helper's flags. A round trip to a destination
+// outside the pod network catches the answer wherever the pipeline
+// translated the probe's source to on its way out (a gateway router's
+// SNAT), by its ports and the destination's address.
+func (h helperEngine) senderArgs(j *job) report.ProbeArgs {
+	p := senderArgs(j.Resolved, j.Record)
+	p.ReplyTranslated = h.options.RoundTrip && j.started.DestinationKind == outcome.DestinationOutside && j.Resolved.Entry == nil
+	return p
 }
 
 // agentPorts maps each node with an Antrea agent to its API's port, as the
