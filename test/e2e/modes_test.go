@@ -197,9 +197,10 @@ var holdsIn = map[string][]string{
 	// uplink bridge, and the antrea mode runs no kube-proxy and Antrea's
 	// proxy without proxyAll, so nothing there answers a NodePort. The
 	// refusals are the plugin's, in every mode.
-	"TestOutsideToNodePortAndExternalIP": ovnkOnly,
-	"TestOutsideBadInput":                everyMode,
-	"TestOutsideWhereNoUplinkBridge":     {modeLab, modeOVN, modeAntrea},
+	"TestOutsideToNodePortAndExternalIP":    ovnkOnly,
+	"TestOutsideLeavesRealConnectionsAlone": ovnkOnly,
+	"TestOutsideBadInput":                   everyMode,
+	"TestOutsideWhereNoUplinkBridge":        {modeLab, modeOVN, modeAntrea},
 	// The lab's drop-replies fault is its own agent's (issue 26).
 	"TestRoundTripAnswerLostOnTheWayBack": labOnly,
 	// The lab's own pipeline.

@@ -128,6 +128,45 @@ spec:
 	assertNothingLeft(t)
 }
 
+// TestOutsideLeavesRealConnectionsAlone: round trips from outside to a
+// NodePort leave the real connections from the same host to it alone (a
+// loop of real requests, each on a connection of its own, during 10 round
+// trips through each node, has no failure).
+func TestOutsideLeavesRealConnectionsAlone(t *testing.T) {
+	f := getTraceFixture(t)
+	apply(t, fmt.Sprintf(`apiVersion: v1
+kind: Service
+metadata: {name: outside-soak, namespace: %s}
+spec:
+  type: NodePort
+  selector: {app: web}
+  ports: [{port: 80, targetPort: 80}]
+---
+`, f.ns))
+	t.Cleanup(func() {
+		_, _ = kubectl(context.Background(), "delete", "service", "-n", f.ns, "outside-soak", "--wait=false")
+	})
+	port := nodePort(t, f.ns, "outside-soak", 0)
+	p := probe{proto: "tcp", dst: labNodes[0].ip, port: port}
+	eventually(t, 30*time.Second, "real traffic from outside to the NodePort to be served", func() error {
+		if got := outsideTraffic(t, p); got != served {
+			return fmt.Errorf("it is %s", got)
+		}
+		return nil
+	})
+	stop := startSoak(t, nil, filepath.Join(repoRoot(), "bin", "lab", "workload"), "soak", "-timeout", oracleTimeout, fmt.Sprintf("http://%s:%d/", p.dst, port))
+	for i := range 10 {
+		for _, n := range labNodes {
+			r := runTrace(t, labHostIP, "node/"+n.name, "--tcp", strconv.Itoa(port), "--round-trip")
+			if r.code != 0 {
+				t.Errorf("round trip %d via %s: exit %d, want 0 (answered)", i, n.name, r.code)
+			}
+		}
+	}
+	stop(20)
+	assertNothingLeft(t)
+}
+
 // TestOutsideBadInput: a source outside the cluster reaches only a
 // NodePort, an externalIP or a LoadBalancer IP, through a node that
 // exists; anything else is refused with exit 1 and a message that says

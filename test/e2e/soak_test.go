@@ -33,10 +33,26 @@ func TestRoundTripLeavesRealConnectionsAlone(t *testing.T) {
 		podSpec(ns, "b", labNodes[1].name, map[string]string{"app": "soak-server"}))
 	pods := waitPods(t, ns, "a", "b")
 	b := pods["b"].Status.PodIP
+	stop := startSoak(t, kubectlEnv(), "kubectl", "exec", "-i", "-n", ns, "a", "--", "/workload", "soak", "-timeout", oracleTimeout, "http://"+b+":80/")
+	for i := range 20 {
+		r := runTrace(t, "-n", ns, "a", "b", "--tcp", "80", "--round-trip")
+		if r.code != 0 {
+			t.Errorf("round trip %d: exit %d, want 0 (answered)", i, r.code)
+		}
+	}
+	stop(20)
+	assertNothingLeft(t)
+}
+
+// startSoak starts the workload's soak command (name and args, with env),
+// a loop of real requests each on a new connection, and returns once it
+// runs; stop ends it and checks that none of its requests failed and that
+// it made at least min of them.
+func startSoak(t *testing.T, env []string, name string, args ...string) (stop func(min int)) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "kubectl", "exec", "-i", "-n", ns, "a", "--", "/workload", "soak", "-timeout", oracleTimeout, "http://"+b+":80/")
-	cmd.Env = kubectlEnv()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Env = env
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -50,34 +66,31 @@ func TestRoundTripLeavesRealConnectionsAlone(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(cancel)
 	lines := bufio.NewScanner(stdout)
 	if !lines.Scan() || lines.Text() != "soak started" {
 		_ = stdin.Close()
 		t.Fatalf("the loop of real requests did not start: %q %s", lines.Text(), stderr.String())
 	}
-	for i := range 20 {
-		r := runTrace(t, "-n", ns, "a", "b", "--tcp", "80", "--round-trip")
-		if r.code != 0 {
-			t.Errorf("round trip %d: exit %d, want 0 (answered)", i, r.code)
+	return func(min int) {
+		t.Helper()
+		_ = stdin.Close()
+		var last string
+		for lines.Scan() {
+			last = lines.Text()
+		}
+		_, _ = io.Copy(io.Discard, stdout)
+		werr := cmd.Wait()
+		t.Logf("real requests beside the traces: %s (%v) %s", last, werr, stderr.String())
+		fields := map[string]string{}
+		for _, kv := range strings.Fields(last) {
+			if k, v, ok := strings.Cut(kv, "="); ok {
+				fields[k] = v
+			}
+		}
+		count, _ := strconv.Atoi(fields["count"])
+		if werr != nil || fields["result"] != "served" || fields["failures"] != "0" || count < min {
+			t.Errorf("the loop of real requests met failures: %q (%v)", last, werr)
 		}
 	}
-	_ = stdin.Close()
-	var last string
-	for lines.Scan() {
-		last = lines.Text()
-	}
-	_, _ = io.Copy(io.Discard, stdout)
-	werr := cmd.Wait()
-	t.Logf("real requests beside 20 round trips: %s (%v) %s", last, werr, stderr.String())
-	fields := map[string]string{}
-	for _, kv := range strings.Fields(last) {
-		if k, v, ok := strings.Cut(kv, "="); ok {
-			fields[k] = v
-		}
-	}
-	count, _ := strconv.Atoi(fields["count"])
-	if werr != nil || fields["result"] != "served" || fields["failures"] != "0" || count < 20 {
-		t.Errorf("the loop of real requests met failures: %q (%v)", last, werr)
-	}
-	assertNothingLeft(t)
 }
