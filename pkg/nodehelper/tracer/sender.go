@@ -81,7 +81,6 @@ func Trace(ctx context.Context, spec TraceSpec) (Outcome, error) {
 	if err != nil {
 		return Outcome{ExitCode: ExitSetup}, setupErr("%w", err)
 	}
-	var pre []report.Observation
 	if up != nil {
 		if err := s.throughUplink(ctx, up, src, pkt); err != nil {
 			return Outcome{ExitCode: ExitSetup}, setupErr("%w", err)
@@ -101,21 +100,9 @@ func Trace(ctx context.Context, spec TraceSpec) (Outcome, error) {
 		ethType = 0x86dd
 	}
 	p := &path{t: t, ethType: ethType}
-	var reply *ReplyRun
-	if s.c.ReplyTag != 0 {
-		if reply, err = openReply(ctx, s); err != nil {
-			return Outcome{ExitCode: ExitSetup}, err
-		}
-		to := ps.Reply()
-		// From outside, the gateway router may translate the probe's
-		// source (a NodePort's SNAT): its answer is known by its ports.
-		to.AnyAddress = spec.SourceOutside
-		if err := reply.Arm(to); err != nil {
-			return reply.after(Outcome{ExitCode: ExitSetup}, err)
-		}
-		if spec.ReplyTranslated {
-			s.translated = func(frame []byte) { reply.ArmTranslated(frame, ps.SrcIP, ps.DstIP) }
-		}
+	reply, err := s.armReply(ctx, spec, ps)
+	if err != nil {
+		return reply.after(Outcome{ExitCode: ExitSetup}, err)
 	}
 	// Only passes after a recirculation go through the datapath's cache:
 	// the packet-out's first pass is translated afresh. The answer's catch
@@ -127,10 +114,46 @@ func Trace(ctx context.Context, spec TraceSpec) (Outcome, error) {
 	if err := s.ready(report.RoleSender, len(plan.FlowMods), src.Name, string(match)); err != nil {
 		return reply.after(Outcome{ExitCode: ExitSetup}, err)
 	}
+	pre, err := s.inject(up, src, pkt)
+	if err != nil {
+		return reply.after(Outcome{ExitCode: ExitSetup}, err)
+	}
+	return reply.after(s.watch(ctx, report.RoleSender, p, ps.DstIP, pre))
+}
+
+// armReply opens the catch for the destination's answer when the trace
+// follows it (a reply tag), and returns nil otherwise. A nil ReplyRun's
+// after passes its outcome through, so callers use it either way.
+func (s *session) armReply(ctx context.Context, spec TraceSpec, ps probe.Spec) (*ReplyRun, error) {
+	if s.c.ReplyTag == 0 {
+		return nil, nil
+	}
+	reply, err := openReply(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	to := ps.Reply()
+	// From outside, the gateway router may translate the probe's
+	// source (a NodePort's SNAT): its answer is known by its ports.
+	to.AnyAddress = spec.SourceOutside
+	if err := reply.Arm(to); err != nil {
+		return reply, err
+	}
+	if spec.ReplyTranslated {
+		s.translated = func(frame []byte) { reply.ArmTranslated(frame, ps.SrcIP, ps.DstIP) }
+	}
+	return reply, nil
+}
+
+// inject sends the probe into the bridge at src. From outside, the
+// uplink bridge's flow that led it there is reported first, and
+// returned as the path's first observation.
+func (s *session) inject(up *uplink, src *ovsdb.Port, pkt []byte) ([]report.Observation, error) {
+	var pre []report.Observation
 	if up != nil {
 		o, hop := up.entry(src)
 		if err := s.c.Out.Write(report.Line{Type: report.TypeObservation, Observation: &o, Hop: hop}); err != nil {
-			return reply.after(Outcome{ExitCode: ExitSetup}, err)
+			return nil, err
 		}
 		pre = append(pre, o)
 	}
@@ -139,9 +162,9 @@ func Trace(ctx context.Context, spec TraceSpec) (Outcome, error) {
 		err = s.of.Send(po)
 	}
 	if err != nil {
-		return reply.after(Outcome{ExitCode: ExitSetup}, setupErr("inject the probe: %w", err))
+		return nil, setupErr("inject the probe: %w", err)
 	}
-	return reply.after(s.watch(ctx, report.RoleSender, p, ps.DstIP, pre))
+	return pre, nil
 }
 
 // sourcePort is the port the probe enters through; for a probe from the
