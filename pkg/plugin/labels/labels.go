@@ -41,9 +41,10 @@ const (
 	// destination (DST node/NAME); spec.destination.ip holds the address.
 	DestinationNodeAnnotation = "traceflow.kubectl-traceflow.io/destination-node"
 	// ViaAnnotation names the node whose uplink receives a probe from
-	// outside the cluster (SRC an address, spec.source.ip); EntryAnnotation
-	// says how it reaches the destination Service (NodePort, externalIP,
-	// LoadBalancer IP), whose address spec.destination.ip holds.
-	ViaAnnotation   = "traceflow.kubectl-traceflow.io/via"
+	// outside the cluster (SRC an address, spec.source.ip).
+	ViaAnnotation = "traceflow.kubectl-traceflow.io/via"
+	// EntryAnnotation says how a probe from outside reaches the
+	// destination Service (NodePort, externalIP, LoadBalancer IP), whose
+	// address spec.destination.ip holds.
 	EntryAnnotation = "traceflow.kubectl-traceflow.io/entry"
 )

@@ -84,13 +84,14 @@ func notInCluster(ctx context.Context, l Lookup, ip netip.Addr) error {
 	if err != nil {
 		return apiError(err, "the pods with IP "+ip.String(), "a trace from outside checks that its source is no pod's")
 	}
-	for _, p := range pods {
-		if p.Spec.HostNetwork {
-			return exitcode.UsageErrorf("SRC %s is node %s's address (pod %s/%s runs on its host network): give node/%s as SRC", ip, p.Spec.NodeName, p.Namespace, p.Name, p.Spec.NodeName)
-		}
-		return exitcode.UsageErrorf("SRC %s is pod %s/%s's address, not one outside the cluster: give the pod as SRC (%s/%s)", ip, p.Namespace, p.Name, p.Namespace, p.Name)
+	if len(pods) == 0 {
+		return nil
 	}
-	return nil
+	p := pods[0]
+	if p.Spec.HostNetwork {
+		return exitcode.UsageErrorf("SRC %s is node %s's address (pod %s/%s runs on its host network): give node/%s as SRC", ip, p.Spec.NodeName, p.Namespace, p.Name, p.Spec.NodeName)
+	}
+	return exitcode.UsageErrorf("SRC %s is pod %s/%s's address, not one outside the cluster: give the pod as SRC (%s/%s)", ip, p.Namespace, p.Name, p.Namespace, p.Name)
 }
 
 // outsideDestination is the address the packet from outside goes to, and
