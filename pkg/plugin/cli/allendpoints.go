@@ -31,19 +31,28 @@ func (o *TraceOptions) validateAllEndpoints() error {
 // runAllEndpoints runs the trace through the Service and one to each of
 // its ready endpoints, as a one-case suite.
 func (o *TraceOptions) runAllEndpoints(ctx context.Context) error {
-	c := check.Case{
+	co := &CheckOptions{
+		IOStreams: o.IOStreams, configFlags: o.configFlags, deps: o.deps,
+		parallel: defaultParallel, timeout: o.timeout, engine: o.engine,
+		helperImage: o.helperImage, helperNamespace: o.helperNamespace, ovsRunDir: o.ovsRunDir, bridge: o.bridge,
+		template: o, suites: []*check.Suite{{Cases: []check.Case{o.allEndpointsCase()}}}, format: o.format, useColor: o.useColor,
+	}
+	return co.Run(ctx)
+}
+
+// allEndpointsCase is the case --all-endpoints runs: from the pod or the
+// node SRC names to the Service, and to each of its endpoints.
+func (o *TraceOptions) allEndpointsCase() check.Case {
+	from := check.From{Namespace: o.source.Namespace, Pod: o.source.Name, Pick: check.PickFirst}
+	if o.source.Kind == resolve.KindNode {
+		from = check.From{Node: o.source.Name}
+	}
+	return check.Case{
 		Name: o.source.String() + " -> " + o.destination.String(),
-		From: check.From{Namespace: o.source.Namespace, Pod: o.source.Name, Pick: check.PickFirst},
+		From: from,
 		To:   check.To{Namespace: o.destination.Namespace, Service: o.destination.Name, AllEndpoints: true},
 		// A Service without --tcp or --udp gets its first port, as without
 		// --all-endpoints.
 		Protocol: o.protocol, Port: o.dstPort, Expect: outcome.Expect(o.expect), Timeout: o.timeout,
 	}
-	co := &CheckOptions{
-		IOStreams: o.IOStreams, configFlags: o.configFlags, deps: o.deps,
-		parallel: defaultParallel, timeout: o.timeout, engine: o.engine,
-		helperImage: o.helperImage, helperNamespace: o.helperNamespace, ovsRunDir: o.ovsRunDir, bridge: o.bridge,
-		template: o, suites: []*check.Suite{{Cases: []check.Case{c}}}, format: o.format, useColor: o.useColor,
-	}
-	return co.Run(ctx)
 }

@@ -219,3 +219,31 @@ func TestSubcommandUsageLine(t *testing.T) {
 		}
 	}
 }
+
+// --all-endpoints from node/NAME starts each trace at the node, as the
+// suite's from.node does, not at a pod of that name.
+func TestAllEndpointsCaseSource(t *testing.T) {
+	for _, tc := range []struct {
+		src  string
+		want check.From
+	}{
+		{"node/tf-node-1", check.From{Node: "tf-node-1"}},
+		{"np/pod-a", check.From{Namespace: "np", Pod: "pod-a", Pick: check.PickFirst}},
+	} {
+		t.Run(tc.src, func(t *testing.T) {
+			src, err := resolve.ParseSource(tc.src)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dst, err := resolve.ParseDestination("np/svc/web")
+			if err != nil {
+				t.Fatal(err)
+			}
+			o := &TraceOptions{source: src, destination: dst}
+			c := o.allEndpointsCase()
+			if c.From != tc.want || c.To.Service != "web" || c.To.Namespace != "np" || !c.To.AllEndpoints {
+				t.Errorf("case from %+v to %+v; want from %+v to np's Service web, all endpoints", c.From, c.To, tc.want)
+			}
+		})
+	}
+}
