@@ -1,7 +1,6 @@
 package probe
 
 import (
-	"net"
 	"net/netip"
 	"testing"
 
@@ -13,30 +12,11 @@ import (
 // destination (10.10.1.3, or fd00:10::3 for an IPv6 dst) to dst.
 func answerTo(t *testing.T, dst netip.Addr, proto layers.IPProtocol, l4 ...gopacket.SerializableLayer) []byte {
 	t.Helper()
-	var ip gopacket.NetworkLayer
-	var ipl gopacket.SerializableLayer
-	ethType := layers.EthernetTypeIPv4
-	if dst.Is4() {
-		v4 := &layers.IPv4{Version: 4, IHL: 5, TTL: 64, Protocol: proto, SrcIP: net.IP{10, 10, 1, 3}, DstIP: dst.AsSlice()}
-		ip, ipl = v4, v4
-	} else {
-		v6 := &layers.IPv6{Version: 6, HopLimit: 64, NextHeader: proto, SrcIP: netip.MustParseAddr("fd00:10::3").AsSlice(), DstIP: dst.AsSlice()}
-		ip, ipl, ethType = v6, v6, layers.EthernetTypeIPv6
+	src := netip.MustParseAddr("10.10.1.3")
+	if dst.Is6() {
+		src = netip.MustParseAddr("fd00:10::3")
 	}
-	for _, l := range l4 {
-		if c, ok := l.(interface {
-			SetNetworkLayerForChecksum(gopacket.NetworkLayer) error
-		}); ok {
-			_ = c.SetNetworkLayerForChecksum(ip)
-		}
-	}
-	buf := gopacket.NewSerializeBuffer()
-	eth := &layers.Ethernet{SrcMAC: macB, DstMAC: macA, EthernetType: ethType}
-	if err := gopacket.SerializeLayers(buf, gopacket.SerializeOptions{FixLengths: true, ComputeChecksums: true},
-		append([]gopacket.SerializableLayer{eth, ipl}, l4...)...); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
+	return answerFromTo(t, src, dst, proto, l4...)
 }
 
 // An answer to the probe's translated source (the gateway router's SNAT

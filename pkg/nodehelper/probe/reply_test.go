@@ -23,21 +23,7 @@ func probeSpec(p Protocol) Spec {
 // to 10.10.0.2.
 func answerFrame(t *testing.T, proto layers.IPProtocol, l4 ...gopacket.SerializableLayer) []byte {
 	t.Helper()
-	ip := &layers.IPv4{Version: 4, IHL: 5, TTL: 64, Protocol: proto, SrcIP: net.IP{10, 10, 1, 3}, DstIP: net.IP{10, 10, 0, 2}}
-	for _, l := range l4 {
-		if c, ok := l.(interface {
-			SetNetworkLayerForChecksum(gopacket.NetworkLayer) error
-		}); ok {
-			_ = c.SetNetworkLayerForChecksum(ip)
-		}
-	}
-	buf := gopacket.NewSerializeBuffer()
-	eth := &layers.Ethernet{SrcMAC: macB, DstMAC: macA, EthernetType: layers.EthernetTypeIPv4}
-	if err := gopacket.SerializeLayers(buf, gopacket.SerializeOptions{FixLengths: true, ComputeChecksums: true},
-		append([]gopacket.SerializableLayer{eth, ip}, l4...)...); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
+	return answerFromTo(t, netip.MustParseAddr("10.10.1.3"), netip.MustParseAddr("10.10.0.2"), proto, l4...)
 }
 
 // quote is the probe's IP header and the 8 bytes after it, as an ICMP

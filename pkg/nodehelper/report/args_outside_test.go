@@ -1,11 +1,8 @@
 package report
 
 import (
-	"slices"
 	"testing"
 	"time"
-
-	"github.com/google/go-cmp/cmp"
 )
 
 // --source-outside goes through the command line as the plugin writes it
@@ -27,26 +24,9 @@ func TestHelperArgsSourceOutside(t *testing.T) {
 			"--source-ip", "198.51.100.7", "--destination", "172.18.0.3", "--tcp", "30080"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			args := tc.a.Args()
-			if !slices.Equal(args, tc.want) {
-				t.Errorf("Args()\n got %q\nwant %q", args, tc.want)
-			}
-			got, err := Parse(args)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if d := cmp.Diff(tc.a, got); d != "" {
-				t.Errorf("Parse(Args()) (-want +got):\n%s", d)
-			}
+			argsRoundTrip(t, tc.a, tc.want)
 		})
 	}
 	// A receive has no probe: the flag is not its own.
-	a := outside(true)
-	a.Subcommand = SubcommandReceive
-	if slices.Contains(a.Args(), "--source-outside") {
-		t.Errorf("a receive's Args() %q write --source-outside", a.Args())
-	}
-	if _, err := Parse([]string{"receive", "--source-outside"}); err == nil {
-		t.Error("a receive accepts --source-outside")
-	}
+	senderOnly(t, outside(true), "--source-outside")
 }

@@ -4,8 +4,6 @@ import (
 	"slices"
 	"testing"
 	"time"
-
-	"github.com/google/go-cmp/cmp"
 )
 
 // --reply-translated goes through the command line as the plugin writes it
@@ -29,27 +27,10 @@ func TestHelperArgsReplyTranslated(t *testing.T) {
 		{"without", sender(false), slices.Concat(common, addrs)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			args := tc.a.Args()
-			if !slices.Equal(args, tc.want) {
-				t.Errorf("Args()\n got %q\nwant %q", args, tc.want)
-			}
-			got, err := Parse(args)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if d := cmp.Diff(tc.a, got); d != "" {
-				t.Errorf("Parse(Args()) (-want +got):\n%s", d)
-			}
+			argsRoundTrip(t, tc.a, tc.want)
 		})
 	}
-	a := sender(true)
-	a.Subcommand = SubcommandReceive
-	if slices.Contains(a.Args(), "--reply-translated") {
-		t.Errorf("a receive's Args() %q write --reply-translated", a.Args())
-	}
-	if _, err := Parse([]string{"receive", "--reply-translated"}); err == nil {
-		t.Error("a receive accepts --reply-translated")
-	}
+	senderOnly(t, sender(true), "--reply-translated")
 	if got, err := Parse([]string{"trace", "--reply-translated=false", "--destination", "1.1.1.1"}); err != nil || got.Probe.ReplyTranslated {
 		t.Errorf("--reply-translated=false: Parse = %+v, %v; want ReplyTranslated false", got.Probe, err)
 	}
