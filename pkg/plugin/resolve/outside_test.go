@@ -158,14 +158,7 @@ func TestResolveOutsideErrors(t *testing.T) {
 			if err == nil {
 				t.Fatalf("Resolve succeeded: %+v", res)
 			}
-			if code := exitcode.Of(err); code != exitcode.Usage {
-				t.Errorf("exit code %d, want %d (%v)", code, exitcode.Usage, err)
-			}
-			for _, w := range tt.wants {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q lacks %q", err, w)
-				}
-			}
+			wantUsageError(t, err, tt.wants)
 			assertReadOnly(t, cs)
 		})
 	}

@@ -167,14 +167,7 @@ func TestResolveErrors(t *testing.T) {
 			if err == nil {
 				t.Fatal("Resolve succeeded")
 			}
-			if code := exitcode.Of(err); code != exitcode.Usage {
-				t.Errorf("exit code %d, want %d (%v)", code, exitcode.Usage, err)
-			}
-			for _, w := range tt.wants {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q lacks %q", err, w)
-				}
-			}
+			wantUsageError(t, err, tt.wants)
 			assertReadOnly(t, cs)
 		})
 	}
@@ -211,6 +204,20 @@ func assertReadOnly(t *testing.T, cs *fake.Clientset) {
 	for _, a := range cs.Actions() {
 		if v := a.GetVerb(); v != "get" && v != "list" {
 			t.Errorf("resolution did %s %s", v, a.GetResource().Resource)
+		}
+	}
+}
+
+// wantUsageError checks that err is a usage error (exit 1) saying each
+// of wants.
+func wantUsageError(t *testing.T, err error, wants []string) {
+	t.Helper()
+	if code := exitcode.Of(err); code != exitcode.Usage {
+		t.Errorf("exit code %d, want %d (%v)", code, exitcode.Usage, err)
+	}
+	for _, w := range wants {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error %q lacks %q", err, w)
 		}
 	}
 }
