@@ -125,35 +125,74 @@ spec:
 			}
 		})
 	}
+	t.Run("check suite", func(t *testing.T) { checkSuiteBeyondPods(t, f.ns, web, empty, lbIP) })
 	assertNothingLeft(t)
+}
+
+// checkSuiteBeyondPods runs a check suite whose cases start at a node and
+// outside the cluster (issue 26, done-when 6), with the Services
+// TestOutsideToNodePortAndExternalIP made and real traffic already
+// checked: the NodePort and the LoadBalancer IP answer, the node reaches
+// pod b, and the NodePort of the Service without endpoints, stated as
+// delivered, fails with a JUnit failure that names the forward way and
+// the node where the gateway router answered in the endpoint's stead.
+func checkSuiteBeyondPods(t *testing.T, ns string, web, empty int, lbIP string) {
+	junit := filepath.Join(t.TempDir(), "junit.xml")
+	r := runCheck(t, fmt.Sprintf(`apiVersion: traceflow.kubectl-traceflow.io/v1alpha1
+kind: CheckSuite
+defaults: {namespace: %[1]s, roundTrip: true}
+cases:
+- {name: the NodePort answers on node 1, from: {ip: %[2]s}, to: {node: %[3]s}, port: %[5]d}
+- {name: the LoadBalancer IP answers via node 2, from: {ip: %[2]s, via: node/%[4]s}, to: {ip: %[7]s}, port: 8080}
+- {name: node 2 reaches b, from: {node: %[4]s}, to: {pod: b}, port: 80}
+- {name: the empty NodePort answers (it does not), from: {ip: %[2]s}, to: {node: %[3]s}, port: %[6]d}
+`, ns, labHostIP, labNodes[0].name, labNodes[1].name, web, empty, lbIP), "-f", "-", "--junit", junit)
+	if r.code != 2 || len(r.cases) != 4 {
+		t.Fatalf("exit %d with %d results, want 2 with 4", r.code, len(r.cases))
+	}
+	for _, c := range r.cases {
+		if c.Passed != (c.Case != "the empty NodePort answers (it does not)") {
+			t.Errorf("case %q passed=%v: want only the empty NodePort's to fail (%s)", c.Case, c.Passed, c.Message)
+		}
+	}
+	xml := validateJUnit(t, junit)
+	t.Logf("JUnit report:\n%s", xml)
+	for _, want := range []string{`type="Rejected"`, "forward: ", "rejected on " + labNodes[0].name + " by table lr_in_dnat"} {
+		if !strings.Contains(xml, want) {
+			t.Errorf("the JUnit failure does not say %q", want)
+		}
+	}
 }
 
 // TestOutsideLeavesRealConnectionsAlone: round trips from outside to a
 // NodePort leave the real connections from the same host to it alone (a
 // loop of real requests, each on a connection of its own, during 10 round
 // trips through each node, has no failure).
+//
+// The endpoint is the test's own. The gateway router SNATs a packet from
+// outside to its own address and keeps the client's port, so connections
+// from the lab's host through two NodePorts of one endpoint meet as one
+// tuple at the endpoint, which refuses the second while the first is in
+// TIME_WAIT there: measured without any trace, two such loops side by
+// side for 60 s failed 79 of 2901 requests, one alone none.
 func TestOutsideLeavesRealConnectionsAlone(t *testing.T) {
-	f := getTraceFixture(t)
-	apply(t, fmt.Sprintf(`apiVersion: v1
-kind: Service
-metadata: {name: outside-soak, namespace: %s}
-spec:
-  type: NodePort
-  selector: {app: web}
-  ports: [{port: 80, targetPort: 80}]
----
-`, f.ns))
-	t.Cleanup(func() {
-		_, _ = kubectl(context.Background(), "delete", "service", "-n", f.ns, "outside-soak", "--wait=false")
-	})
-	port := nodePort(t, f.ns, "outside-soak", 0)
+	requireLab(t)
+	ns := namespace(t, "outside-soak")
+	apply(t, podSpec(ns, "b", labNodes[1].name, map[string]string{"app": "outside-soak"}))
+	waitPods(t, ns, "b")
+	port := nodePortService(t, ns, "outside-soak", "outside-soak")
+	// Each node's ovnkube programs the NodePort on its own gateway router:
+	// the traces through a node start once real traffic through it is
+	// served.
+	for _, n := range labNodes {
+		eventually(t, 30*time.Second, "real traffic from outside to the NodePort on "+n.name+" to be served", func() error {
+			if got := outsideTraffic(t, probe{proto: "tcp", dst: n.ip, port: port}); got != served {
+				return fmt.Errorf("it is %s", got)
+			}
+			return nil
+		})
+	}
 	p := probe{proto: "tcp", dst: labNodes[0].ip, port: port}
-	eventually(t, 30*time.Second, "real traffic from outside to the NodePort to be served", func() error {
-		if got := outsideTraffic(t, p); got != served {
-			return fmt.Errorf("it is %s", got)
-		}
-		return nil
-	})
 	stop := startSoak(t, nil, filepath.Join(repoRoot(), "bin", "lab", "workload"), "soak", "-timeout", oracleTimeout, fmt.Sprintf("http://%s:%d/", p.dst, port))
 	for i := range 10 {
 		for _, n := range labNodes {
@@ -264,19 +303,7 @@ func outsideTraffic(t testing.TB, p probe) outcome {
 // know, and real traffic is refused by the node's kernel.
 func TestOutsideWhereNoUplinkBridge(t *testing.T) {
 	f := getTraceFixture(t)
-	apply(t, fmt.Sprintf(`apiVersion: v1
-kind: Service
-metadata: {name: outside-unbridged, namespace: %s}
-spec:
-  type: NodePort
-  selector: {app: web}
-  ports: [{port: 80, targetPort: 80}]
----
-`, f.ns))
-	t.Cleanup(func() {
-		_, _ = kubectl(context.Background(), "delete", "service", "-n", f.ns, "outside-unbridged", "--wait=false")
-	})
-	port := nodePort(t, f.ns, "outside-unbridged", 0)
+	port := nodePortService(t, f.ns, "outside-unbridged", "web")
 	r := runTrace(t, labHostIP, "node/"+labNodes[0].name, "--tcp", strconv.Itoa(port))
 	if r.code != 4 || !strings.Contains(r.stderr, "the node reaches "+labHostIP+" through") {
 		t.Errorf("exit %d, want 4 saying how the node reaches the outside and why nothing enters the pipeline there:\n%s", r.code, r.stderr)
@@ -285,4 +312,23 @@ spec:
 		t.Errorf("real traffic from the lab's host to the NodePort: %s, want refused (nothing implements it here)", real)
 	}
 	assertNothingLeft(t)
+}
+
+// nodePortService makes a NodePort Service of the pods labelled app=APP
+// on port 80, deleted when the test ends, and returns its NodePort.
+func nodePortService(t *testing.T, ns, name, app string) int {
+	t.Helper()
+	apply(t, fmt.Sprintf(`apiVersion: v1
+kind: Service
+metadata: {name: %s, namespace: %s}
+spec:
+  type: NodePort
+  selector: {app: %s}
+  ports: [{port: 80, targetPort: 80}]
+---
+`, name, ns, app))
+	t.Cleanup(func() {
+		_, _ = kubectl(context.Background(), "delete", "service", "-n", ns, name, "--wait=false")
+	})
+	return nodePort(t, ns, name, 0)
 }
