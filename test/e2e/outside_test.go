@@ -169,12 +169,13 @@ cases:
 // loop of real requests, each on a connection of its own, during 10 round
 // trips through each node, has no failure).
 //
-// The endpoint is the test's own. The gateway router SNATs a packet from
-// outside to its own address and keeps the client's port, so connections
-// from the lab's host through two NodePorts of one endpoint meet as one
-// tuple at the endpoint, which refuses the second while the first is in
-// TIME_WAIT there: measured without any trace, two such loops side by
-// side for 60 s failed 79 of 2901 requests, one alone none.
+// The endpoint is the test's own: measured without any trace, two such
+// loops through two NodePorts of one endpoint, side by side for 60 s,
+// failed 79 of 2901 requests, one loop alone none. Our reading: the
+// gateway router SNATs a packet from outside to its own address and keeps
+// the client's port, so the two loops' connections meet as one tuple at
+// the endpoint, which fails the second while it holds the first in
+// TIME_WAIT.
 func TestOutsideLeavesRealConnectionsAlone(t *testing.T) {
 	requireLab(t)
 	ns := namespace(t, "outside-soak")
