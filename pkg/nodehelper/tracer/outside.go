@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/ofproto"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/ovsdb"
@@ -147,6 +148,10 @@ func (s *session) throughUplink(ctx context.Context, up *uplink, in *ovsdb.Port,
 	for i, h := range t.Hops {
 		if slices.Contains(h.Outputs(), patch) {
 			up.hops = t.Hops[:i+1]
+			if a := rewrite(up.hops); a != "" {
+				return fmt.Errorf("%s's flows change the probe before it enters %s (%q): the helper injects it at the patch port as it arrived, so it would trace another packet than the outside's; it is not injected",
+					up.bridge.Name, s.br.Name, a)
+			}
 			return nil
 		}
 	}
@@ -156,6 +161,50 @@ func (s *session) throughUplink(ctx context.Context, up *uplink, in *ovsdb.Port,
 	}
 	return fmt.Errorf("OVS's trace of the probe on %s, from its uplink %s, does not send it into %s (datapath actions %q, last %s): the packet goes to the node's own kernel or out again, not into the pipeline this helper watches, so it is not injected",
 		up.bridge.Name, up.port.Name, s.br.Name, t.DatapathActions, last)
+}
+
+// rewrite is the first of the uplink bridge's actions on the probe that
+// changes the packet that crosses the patch port (its headers or its
+// mark), "" where none does. Registers, metadata and conntrack state are
+// left behind at the patch port, so loading them and a ct() without nat
+// change nothing the integration bridge sees.
+func rewrite(hops []ofproto.Hop) string {
+	for _, h := range hops {
+		for _, a := range h.Actions {
+			if rewrites(a) {
+				return a
+			}
+		}
+	}
+	return ""
+}
+
+func rewrites(a string) bool {
+	for _, p := range []string{"mod_", "strip_vlan", "push_", "pop_", "dec_ttl", "set_mpls", "dec_mpls_ttl", "encap(", "decap(", "set_tunnel"} {
+		if strings.HasPrefix(a, p) {
+			return true
+		}
+	}
+	switch {
+	case strings.HasPrefix(a, "ct("):
+		return strings.Contains(a, "nat")
+	case strings.HasPrefix(a, "set_field:"), strings.HasPrefix(a, "load:"), strings.HasPrefix(a, "move:"):
+		_, dst, ok := strings.Cut(a, "->")
+		return !ok || !leftAtPatch(dst)
+	}
+	return false
+}
+
+// leftAtPatch says whether a field an action writes stays in the uplink
+// bridge: registers and metadata, which a patch port clears.
+func leftAtPatch(field string) bool {
+	f := strings.ToLower(strings.TrimPrefix(strings.TrimPrefix(field, "NXM_NX_"), "OXM_OF_"))
+	for _, p := range []string{"reg", "xreg", "xxreg", "metadata"} {
+		if strings.HasPrefix(f, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // entry is the uplink bridge's hop that sends the probe into the

@@ -173,3 +173,29 @@ func TestOutsideSource(t *testing.T) {
 		})
 	}
 }
+
+// The probe is injected at the patch port as it arrived from the uplink:
+// an uplink bridge's action that changes the packet on its way there
+// (headers, VLAN, mark, NAT) stops the injection; registers, metadata and
+// a ct() without nat, which the patch port leaves behind, do not.
+func TestUplinkRewrite(t *testing.T) {
+	for _, tc := range []struct {
+		actions []string
+		want    string
+	}{
+		{[]string{"output:2"}, ""},
+		{[]string{"ct(commit,zone=64000,exec(set_field:0x1->ct_mark))", "load:0x1->NXM_NX_REG0[]", "set_field:0x5->metadata", "move:NXM_OF_IN_PORT[]->NXM_NX_REG14[]", "output:2"}, ""},
+		{[]string{"set_field:0a:58:0a:f4:00:01->eth_dst", "output:2"}, "set_field:0a:58:0a:f4:00:01->eth_dst"},
+		{[]string{"mod_dl_dst:0a:58:0a:f4:00:01", "output:2"}, "mod_dl_dst:0a:58:0a:f4:00:01"},
+		{[]string{"ct(commit,zone=64003,nat(dst=169.254.169.3:80))", "output:2"}, "ct(commit,zone=64003,nat(dst=169.254.169.3:80))"},
+		{[]string{"load:0x1->NXM_NX_PKT_MARK[]", "output:2"}, "load:0x1->NXM_NX_PKT_MARK[]"},
+		{[]string{"move:NXM_OF_ETH_SRC[]->NXM_OF_ETH_DST[]", "output:2"}, "move:NXM_OF_ETH_SRC[]->NXM_OF_ETH_DST[]"},
+		{[]string{"strip_vlan", "output:2"}, "strip_vlan"},
+		{[]string{"dec_ttl", "output:2"}, "dec_ttl"},
+	} {
+		hops := []ofproto.Hop{{Table: 0, Actions: []string{"resubmit(,1)"}}, {Table: 1, Actions: tc.actions}}
+		if got := rewrite(hops); got != tc.want {
+			t.Errorf("rewrite(%q) = %q, want %q", tc.actions, got, tc.want)
+		}
+	}
+}
