@@ -68,7 +68,11 @@ func newCheckCommand(streams genericiooptions.IOStreams, deps Deps, cf *genericc
 		Short: "Run a suite of traces, each with its expectation, for CI: a table or plain lines, JUnit XML, one exit code",
 		Long: `Run every case of one or more suite files (kind CheckSuite, apiVersion
 ` + check.APIVersion + `; pkg/plugin/check/check-suite.schema.json in the repository documents
-the format) as traces, concurrently within the tag pool.
+the format) as traces, concurrently within the tag pool. A case goes from
+a pod, a selector's pods, a node (from.node) or an address outside the
+cluster (from.ip, with via: node/NAME for an externalIP or a LoadBalancer
+IP) to a pod, a selector's first pod, a Service, an IP or a node
+(to.node); roundTrip: true follows the answer back.
 
 Every file is read and every case resolved (pods, selectors, Services)
 before anything is created: a bad file exits 1 naming the file, the line
