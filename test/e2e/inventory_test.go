@@ -37,6 +37,7 @@ var noVerdict = map[string]string{
 	"TestCheckInterruptLeavesNothing":      "the suite is interrupted mid-way (exit 3); what is asserted is the cleanup",
 	"TestCheckSecondInterruptCleansUp":     "the suite is interrupted twice (exit 3); what is asserted is the background cleanup",
 	"TestFaultHelperImageMissingOnOneNode": "the helper cannot start on one node (exit 4)",
+	"TestOutsideBadInput":                  "sources outside the cluster with destinations or flags that are refused before anything is created (exit 1)",
 	"TestFaultKubeletStoppedOnReceiver":    "the receiver's kubelet is stopped (exit 4)",
 	"TestTraceInterruptRemovesHelpers":     "the trace is interrupted (exit 3); what is asserted is the cleanup",
 	"TestTraceKilledThenCleanup":           "the plugin is killed mid-trace; what is asserted is `cleanup`",
@@ -72,6 +73,7 @@ var oracles = []struct{ name, says string }{
 	{"checkAgainstTraffic", "the trace's fate and exit code against the traffic"},
 	{"execIn", "a request loop between the traced pods during the traces"},
 	{"realTrafficResult", "the traffic's outcome, compared in the test"},
+	{"outsideTraffic", "the lab host's own requests, compared in the test"},
 }
 
 func isOracle(name string) bool {
