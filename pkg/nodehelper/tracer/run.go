@@ -139,6 +139,12 @@ type session struct {
 	// hostAddrs reads the node's addresses on a port's host interface
 	// (ToOwnAddress).
 	hostAddrs HostAddrs
+	// kernel watches the node's kernel for the connection the probe
+	// starts there, where it leaves OVS into the node's own stack
+	// (kernelnat.go); kernelConn is the one it saw made, deleted at
+	// cleanup.
+	kernel     *kernelCT
+	kernelConn *ctTuple
 }
 
 // trace asks OVS for its trace of frame entering the bridge with the
@@ -282,6 +288,7 @@ func readTableNames(ctx context.Context, of *openflow.Session) (TableNames, erro
 func (s *session) cleanup() {
 	s.wanted = nil
 	s.stopRules()
+	s.forgetKernelConn()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	msg, err := openflow.DeleteByCookie(s.of.NextXid(), s.cookie, cookieMask)

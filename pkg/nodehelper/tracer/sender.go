@@ -95,6 +95,7 @@ func Trace(ctx context.Context, spec TraceSpec) (Outcome, error) {
 	if err != nil {
 		return Outcome{ExitCode: ExitSetup}, setupErr("ask OVS for its trace of the probe: %w", err)
 	}
+	s.watchKernel(t)
 	ethType := uint16(0x0800)
 	if ps.DstIP.Is6() {
 		ethType = 0x86dd

@@ -62,6 +62,9 @@ type watcher struct {
 	final   int
 	verdict Verdict
 	last    int
+	// kernelNote is what the explanation says of the node's kernel, where
+	// the probe left into it (kernelTranslation).
+	kernelNote string
 }
 
 // watching reports whether the watch goes on: the hop that ends it has not
@@ -196,6 +199,9 @@ func (w *watcher) observed(ctx context.Context, pin openflow.PacketIn, hop, cand
 	if v.Action == report.ActionDelivered && derr == nil {
 		o.DstMAC = sum.DstMAC.String()
 	}
+	if i == w.final && intoKernel(v) {
+		w.kernelNote = s.kernelTranslation(&o, pin.Packet)
+	}
 	hr := HopReport(i, h, s.names, true)
 	if sibs := p.siblings[hop]; cand < len(sibs) {
 		// Several flows share this hop's table, priority and cookie: say
@@ -237,7 +243,7 @@ func (w *watcher) conclude(ctx context.Context) (Outcome, error) {
 			return Outcome{}, err
 		}
 	}
-	return s.finish(w.res, p, exitCode(w.verdict), summary(p.t, w.final, w.verdict, s.names))
+	return s.finish(w.res, p, exitCode(w.verdict), summary(p.t, w.final, w.verdict, s.names)+w.kernelNote)
 }
 
 // exitCode is the exit code of a trace that ended with verdict v.
