@@ -274,7 +274,11 @@ func container(p Params) corev1.Container {
 // with mode 0750 as root, or (Fedora, RHEL) as user openvswitch; the helper
 // speaks OpenFlow, OVSDB and the vswitchd control protocol over those
 // sockets and opens no raw socket, so every capability is dropped but
-// DAC_OVERRIDE, which lets root open a socket another user owns.
+// DAC_OVERRIDE, which lets root open a socket another user owns, and
+// NET_ADMIN, which ctnetlink asks of whoever reads the node kernel's
+// connection tracking: where a probe leaves OVS into the node's own stack,
+// the helper reads the connection it made there (the node's masquerade,
+// out of OVS's sight) and deletes it when the trace ends.
 func securityContext() *corev1.SecurityContext {
 	return &corev1.SecurityContext{
 		RunAsUser:                ptr.To(int64(0)),
@@ -284,7 +288,7 @@ func securityContext() *corev1.SecurityContext {
 		ReadOnlyRootFilesystem:   ptr.To(true),
 		Capabilities: &corev1.Capabilities{
 			Drop: []corev1.Capability{"ALL"},
-			Add:  []corev1.Capability{"DAC_OVERRIDE"},
+			Add:  []corev1.Capability{"DAC_OVERRIDE", "NET_ADMIN"},
 		},
 		SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 	}
