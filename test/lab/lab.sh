@@ -74,6 +74,9 @@ if [[ " ${MODES[*]} " != *" $CNI "* ]]; then echo "TFLAB_CNI=$CNI: want $(words 
 CG=tflab
 HOSTBR=tflab0
 HOST_IP=10.89.0.1
+# The underlay: the host and the nodes' addresses. To the pods it is the
+# network outside the cluster (the host answers TCP, UDP and ping there).
+UNDERLAY_NET=10.89.0.0/24
 POD_RANGE=10.244.0.0/16
 SVC_RANGE=10.96.0.0/16
 ETCD_PORT=12379

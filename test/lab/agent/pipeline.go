@@ -74,6 +74,12 @@ type Config struct {
 	// (kubelet probes); 0 when the node has none.
 	GatewayPort int
 	TunnelPort  int
+	// Outside are the networks beyond the cluster that local pods reach
+	// through antrea-gw0, as Antrea sends what is not the cluster's out
+	// of its gateway: the node's kernel masquerades them to the node's
+	// address (egress.go in cmd/lab-agent) and un-NATs the answers into
+	// antrea-gw0. Only with a GatewayPort.
+	Outside []netip.Prefix
 }
 
 // LocalPod is a pod attached to this node's br-int.
@@ -284,6 +290,11 @@ func Flows(c Config, s State) []string {
 		// it enters br-int through that node's gateway.
 		for _, a := range s.GatewayRouted {
 			add(f(TableL3Forwarding, 195, "ip,nw_dst="+a.String(), "set_field:"+c.GatewayMAC+"->eth_dst,"+goTo(TableL3DecTTL)))
+		}
+		// Egress: a local pod's packet to outside the cluster leaves
+		// through antrea-gw0 into the node's kernel.
+		for _, o := range c.Outside {
+			add(f(TableL3Forwarding, 180, "ip,reg0="+fromLocalPod+",nw_dst="+o.String(), "set_field:"+c.GatewayMAC+"->eth_dst,"+goTo(TableL3DecTTL)))
 		}
 	}
 	add(f(TableL3Forwarding, 0, "", "drop"),

@@ -67,6 +67,26 @@ func TestFlows(t *testing.T) {
 	}
 }
 
+// Egress: a local pod's packet to the outside network leaves through the
+// gateway into the node's kernel; nothing else does, and nothing goes
+// there without the network configured.
+func TestEgressThroughTheGateway(t *testing.T) {
+	st := State{Pods: []LocalPod{{Namespace: "ns", Name: "a", IP: a, MAC: "aa:00:00:00:00:02", OFPort: 3}}}
+	want := fmt.Sprintf("table=%d,priority=180,ip,reg0=0x3/0xf,nw_dst=10.89.0.0/24 actions=set_field:02:00:0a:f4:01:01->eth_dst,goto_table:%d", TableL3Forwarding, TableL3DecTTL)
+	if got := strings.Join(Flows(cfg, st), "\n"); strings.Contains(got, "priority=180") {
+		t.Errorf("an egress flow without an outside network:\n%s", got)
+	}
+	c := cfg
+	c.Outside = []netip.Prefix{netip.MustParsePrefix("10.89.0.0/24")}
+	if got := strings.Join(Flows(c, st), "\n") + "\n"; !strings.Contains(got, want+"\n") {
+		t.Errorf("missing flow\n  %s\nin\n%s", want, got)
+	}
+	c.GatewayPort = 0
+	if got := strings.Join(Flows(c, st), "\n"); strings.Contains(got, "priority=180") {
+		t.Errorf("an egress flow on a node without a gateway:\n%s", got)
+	}
+}
+
 func TestCompilePolicies(t *testing.T) {
 	pod := func(ns, name, ip string, labels map[string]string) *corev1.Pod {
 		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels},

@@ -66,7 +66,7 @@ mode_lab_cni_conf() {
   nd=$S/nodes/$(node_name "$i")
   cat >"$nd/root/etc/cni/net.d/10-tflab.conf" <<EOF
 {"cniVersion": "0.4.0", "name": "tflab", "type": "lab-cni", "bridge": "br-int",
- "subnet": "$(node_cidr "$i")", "gateway": "10.244.$i.1", "routes": ["$POD_RANGE", "$SVC_RANGE", "169.254.0.253/32"],
+ "subnet": "$(node_cidr "$i")", "gateway": "10.244.$i.1", "routes": ["$POD_RANGE", "$SVC_RANGE", "169.254.0.253/32", "$UNDERLAY_NET"],
  "mtu": 1450, "agentSocket": "$nd/agent.sock", "dataDir": "/var/lib/cni/tflab"}
 EOF
 }
@@ -78,7 +78,8 @@ node_agent() {
   n=$(node_name "$i") nd=$S/nodes/$(node_name "$i")
   cp "$root/bin/lab/lab-agent" "$nd/lab-agent"
   start "$n-lab-agent" "$n" "$nd/lab-agent" -kubeconfig "$S/kubeconfig" -node "$n" -socket "$nd/agent.sock" \
-    -state-dir "$nd" -pod-cidr "$(node_cidr "$i")" -pod-range "$POD_RANGE" -gateway-mac "$(ip_mac "10.244.$i.1")"
+    -state-dir "$nd" -pod-cidr "$(node_cidr "$i")" -pod-range "$POD_RANGE" -gateway-mac "$(ip_mac "10.244.$i.1")" \
+    -outside "$UNDERLAY_NET"
 }
 
 # A rebuilt lab agent replaces the running one.

@@ -74,9 +74,10 @@ func main() {
 	}
 }
 
-func run() error {
+// parseFlags reads the agent's options.
+func parseFlags() (options, error) {
 	var o options
-	var podCIDR, podRange, gwMAC string
+	var podCIDR, podRange, gwMAC, outside string
 	flag.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig")
 	flag.StringVar(&o.node, "node", "", "this node's name")
 	flag.StringVar(&o.bridge, "bridge", "br-int", "integration bridge")
@@ -87,20 +88,37 @@ func run() error {
 	flag.StringVar(&podCIDR, "pod-cidr", "", "this node's pod CIDR")
 	flag.StringVar(&podRange, "pod-range", "10.244.0.0/16", "the cluster's pod range")
 	flag.StringVar(&gwMAC, "gateway-mac", "", "MAC the pods' gateway answers with")
+	flag.StringVar(&outside, "outside", "", "networks outside the cluster that pods reach through antrea-gw0, masqueraded (comma-separated prefixes)")
 	flag.IntVar(&o.cfg.TunnelPort, "tunnel-ofport", 1, "OpenFlow port of the Geneve tunnel")
 	flag.IntVar(&o.cfg.GatewayPort, "gateway-ofport", 2, "OpenFlow port of antrea-gw0 (0: none)")
 	flag.Parse()
 	var err error
 	if o.podCIDR, err = netip.ParsePrefix(podCIDR); err != nil {
-		return fmt.Errorf("-pod-cidr: %w", err)
+		return o, fmt.Errorf("-pod-cidr: %w", err)
 	}
 	if o.podRange, err = netip.ParsePrefix(podRange); err != nil {
-		return fmt.Errorf("-pod-range: %w", err)
+		return o, fmt.Errorf("-pod-range: %w", err)
+	}
+	if o.cfg.Outside, err = parseOutside(outside); err != nil {
+		return o, err
 	}
 	o.cfg.GatewayIP = o.podCIDR.Masked().Addr().Next()
 	o.cfg.GatewayMAC = gwMAC
 	if o.node == "" || o.socket == "" || o.stateDir == "" || gwMAC == "" {
-		return errors.New("-node, -socket, -state-dir and -gateway-mac are required")
+		return o, errors.New("-node, -socket, -state-dir and -gateway-mac are required")
+	}
+	return o, nil
+}
+
+func run() error {
+	o, err := parseFlags()
+	if err != nil {
+		return err
+	}
+	if len(o.cfg.Outside) > 0 && o.cfg.GatewayPort > 0 {
+		if err := ensureMasquerade(o.podRange); err != nil {
+			return err
+		}
 	}
 	rc, err := clientcmd.BuildConfigFromFlags("", o.kubeconfig)
 	if err != nil {
