@@ -10,10 +10,14 @@ import (
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/labels"
 )
 
-// Issue 26, done-when 4: round trips out of the pod network. On Antrea the
-// node's kernel masquerades a pod's packet to an address outside the pod
-// network and undoes it on the answer before the answer enters the
-// bridge, so the answer is followed back to the pod: the lab's host and
+// Issue 26, done-when 4: round trips out of the pod network. On Antrea
+// (and in the lab mode, which egresses as Antrea does) the node's kernel
+// masquerades a pod's packet to an address outside the pod network and
+// undoes it on the answer before the answer enters the bridge, so the
+// answer is followed back to the pod. The helper reads the translation
+// from the kernel's connection tracking: the probe's source becomes the
+// node's address (translatedSrcIP on the hop that leaves through
+// antrea-gw0). The lab's host and
 // the other node answer (or refuse a closed port), as real traffic says;
 // for an address no host holds, the node itself answers host unreachable
 // once its ARP has failed (3 s), which the trace and real traffic that
@@ -66,28 +70,44 @@ func TestRoundTripOutside(t *testing.T) {
 			if wantCode := map[bool]int{true: 0, false: 2}[want == "Answered"]; r.code != wantCode {
 				t.Errorf("answer %s: exit %d, want %d", want, r.code, wantCode)
 			}
-			if labMode() == modeOVNK && !translatedOnTheWayOut(r) {
-				t.Errorf("no hop says the gateway router translated the probe's source (SNAT seen)")
+			switch snat := translatedOnTheWayOut(r); {
+			case snat == "":
+				t.Errorf("no hop says the probe's source was translated on its way out (SNAT seen)")
+			case labMode() != modeOVNK && snat != nodeIPOf(t, f.pods["a"].Spec.NodeName):
+				t.Errorf("the node's kernel translated the probe's source to %s, want its node's address (%s)", snat, f.pods["a"].Spec.NodeName)
 			}
 		})
 	}
 	assertNothingLeft(t)
 }
 
-// translatedOnTheWayOut reports whether a hop of the probe says its source
-// was translated (the gateway router's SNAT).
-func translatedOnTheWayOut(r traceRun) bool {
+// translatedOnTheWayOut is the address a hop of the probe says its
+// source was translated to (the gateway router's SNAT, the node kernel's
+// masquerade), "" for none.
+func translatedOnTheWayOut(r traceRun) string {
 	for _, res := range r.record.Status.Results {
 		if res.Role == report.RoleReply {
 			continue
 		}
 		for _, o := range res.Observations {
 			if o.TranslatedSrcIP != "" {
-				return true
+				return o.TranslatedSrcIP
 			}
 		}
 	}
-	return false
+	return ""
+}
+
+// nodeIPOf is the lab node's address.
+func nodeIPOf(t *testing.T, name string) string {
+	t.Helper()
+	for _, n := range labNodes {
+		if n.name == name {
+			return n.ip
+		}
+	}
+	t.Fatalf("no lab node %q", name)
+	return ""
 }
 
 // noRouterARP: on OVN-Kubernetes a probe to an address no host holds is
