@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"syscall"
 
 	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
@@ -212,7 +213,8 @@ func parseCTMessages(b []byte) ([]ctEntry, error) {
 			case -linuxENOENT:
 				return out, errCTNotFound
 			default:
-				return out, fmt.Errorf("the kernel answered errno %d", -code)
+				// Linux's errno (the helper runs on Linux only).
+				return out, fmt.Errorf("the kernel answered: %w", syscall.Errno(-code))
 			}
 		case typ == ctSubsys<<8|ctMsgNew && len(data) >= 4:
 			e, err := parseCTEntry(data[4:])

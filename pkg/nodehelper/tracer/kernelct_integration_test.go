@@ -3,6 +3,7 @@
 package tracer
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -40,8 +41,8 @@ func TestIntegrationKernelConntrack(t *testing.T) {
 			return err
 		}
 		defer k.Close()
-		if _, err := ctQuery(ctMsgGet, orig); err != errCTNotFound {
-			return fmt.Errorf("before the packet: %v, want errCTNotFound", err)
+		if _, err := ctQuery(ctMsgGet, orig); !errors.Is(err, errCTNotFound) {
+			return fmt.Errorf("before the packet: %w, want errCTNotFound", err)
 		}
 		c, err := net.DialUDP("udp4", net.UDPAddrFromAddrPort(netip.AddrPortFrom(orig.Src, orig.SrcPort)), net.UDPAddrFromAddrPort(netip.AddrPortFrom(orig.Dst, orig.DstPort)))
 		if err != nil {
@@ -53,24 +54,24 @@ func TestIntegrationKernelConntrack(t *testing.T) {
 		}
 		e, made, err := k.probeConn(orig, time.Now().Add(5*time.Second))
 		if err != nil || !made {
-			return fmt.Errorf("the connection: %+v, seen made %v, %v", e, made, err)
+			return fmt.Errorf("the connection: %+v, seen made %v: %w", e, made, err)
 		}
 		if !e.SourceTranslated() || e.Reply.Dst != netip.MustParseAddr("10.250.0.77") || e.Reply.Src != orig.Dst {
 			return fmt.Errorf("connection %s answered as %s: want the answer to 10.250.0.77", e.Orig, e.Reply)
 		}
 		if _, err := ctQuery(ctMsgDelete, e.Orig); err != nil {
-			return fmt.Errorf("delete: %v", err)
+			return fmt.Errorf("delete: %w", err)
 		}
-		if _, err := ctQuery(ctMsgGet, orig); err != errCTNotFound {
-			return fmt.Errorf("after the delete: %v, want errCTNotFound", err)
+		if _, err := ctQuery(ctMsgGet, orig); !errors.Is(err, errCTNotFound) {
+			return fmt.Errorf("after the delete: %w, want errCTNotFound", err)
 		}
 		// A connection that was never made is not waited for past the
 		// deadline, and is not found.
 		other := orig
 		other.SrcPort++
 		start := time.Now()
-		if _, made, err := k.probeConn(other, time.Now().Add(200*time.Millisecond)); err != errCTNotFound || made || time.Since(start) > 3*time.Second {
-			return fmt.Errorf("a connection never made: seen %v, %v after %s", made, err, time.Since(start))
+		if _, made, err := k.probeConn(other, time.Now().Add(200*time.Millisecond)); !errors.Is(err, errCTNotFound) || made || time.Since(start) > 3*time.Second {
+			return fmt.Errorf("a connection never made: seen %v after %s: %w", made, time.Since(start), err)
 		}
 		return nil
 	})

@@ -1,6 +1,7 @@
 package tracer
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"time"
@@ -76,7 +77,7 @@ func (s *session) forgetKernelConn() {
 	}
 	s.kernel.Close()
 	if s.kernelConn != nil {
-		if _, err := ctQuery(ctMsgDelete, *s.kernelConn); err != nil && err != errCTNotFound {
+		if _, err := ctQuery(ctMsgDelete, *s.kernelConn); err != nil && !errors.Is(err, errCTNotFound) {
 			s.c.Logf("cleanup: delete the probe's connection %s from the node's kernel: %v (it expires by itself)", s.kernelConn, err)
 		}
 	}
