@@ -71,11 +71,15 @@ func (p *Pod) Sh(script string) string {
 }
 
 // In runs fn on an OS thread inside the pod's network namespace: sockets
-// created by fn belong to the pod. The thread returns to its namespace
-// afterwards; a thread that cannot is left locked so that Go discards it.
-// (Discarding threads routinely would be wrong: a daemon started with
-// Pdeathsig from a thread that exits is killed with it.)
-func (p *Pod) In(fn func() error) error {
+// created by fn belong to the pod (InNetns).
+func (p *Pod) In(fn func() error) error { return InNetns(p.NS, fn) }
+
+// InNetns runs fn on an OS thread inside the named network namespace
+// (/run/netns/NAME). The thread returns to its namespace afterwards; a
+// thread that cannot is left locked so that Go discards it. (Discarding
+// threads routinely would be wrong: a daemon started with Pdeathsig from a
+// thread that exits is killed with it.)
+func InNetns(name string, fn func() error) error {
 	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
@@ -85,7 +89,7 @@ func (p *Pod) In(fn func() error) error {
 			return
 		}
 		defer func() { _ = unix.Close(orig) }()
-		f, err := openNS("/run/netns/" + p.NS)
+		f, err := openNS("/run/netns/" + name)
 		if err != nil {
 			errc <- err
 			runtime.UnlockOSThread()
@@ -93,7 +97,7 @@ func (p *Pod) In(fn func() error) error {
 		}
 		defer func() { _ = unix.Close(f) }()
 		if err := unix.Setns(f, unix.CLONE_NEWNET); err != nil {
-			errc <- fmt.Errorf("setns %s: %w", p.NS, err)
+			errc <- fmt.Errorf("setns %s: %w", name, err)
 			runtime.UnlockOSThread()
 			return
 		}

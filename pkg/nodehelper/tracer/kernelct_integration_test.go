@@ -8,12 +8,13 @@ import (
 	"net"
 	"net/netip"
 	"os/exec"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/ovstest"
 )
 
 // The kernel's connection tracking as the helper reads it, against a real
@@ -35,7 +36,7 @@ func TestIntegrationKernelConntrack(t *testing.T) {
 		"ip netns exec " + a + " iptables -t nat -A POSTROUTING -p udp --dport 9 -j SNAT --to-source 10.250.0.77",
 	}, " && "))
 	orig := ctTuple{Proto: 17, Src: netip.MustParseAddr("10.250.0.1"), Dst: netip.MustParseAddr("10.250.0.2"), SrcPort: 61234, DstPort: 9}
-	err := inNetns(a, func() error {
+	err := ovstest.InNetns(a, func() error {
 		k, err := openKernelCT()
 		if err != nil {
 			return err
@@ -85,35 +86,4 @@ func sh(t *testing.T, script string) {
 	if out, err := exec.Command("sh", "-ec", script).CombinedOutput(); err != nil {
 		t.Fatalf("%s: %v\n%s", script, err, out)
 	}
-}
-
-// inNetns runs fn on an OS thread inside the named network namespace; a
-// thread that cannot return to its own stays locked, so Go discards it.
-func inNetns(name string, fn func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			errc <- err
-			return
-		}
-		defer func() { _ = unix.Close(orig) }()
-		f, err := unix.Open("/run/netns/"+name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			errc <- err
-			return
-		}
-		defer func() { _ = unix.Close(f) }()
-		if err := unix.Setns(f, unix.CLONE_NEWNET); err != nil {
-			errc <- err
-			return
-		}
-		err = fn()
-		if unix.Setns(orig, unix.CLONE_NEWNET) == nil {
-			runtime.UnlockOSThread()
-		}
-		errc <- err
-	}()
-	return <-errc
 }
