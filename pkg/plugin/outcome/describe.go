@@ -26,7 +26,13 @@ func Describe(v Verdict, h Hop, dst DestinationKind) string {
 		if dst.onPodNetwork() {
 			return fmt.Sprintf("left the pod network %s by table %s (through the gateway or the uplink) and was not seen reaching the destination", where, table)
 		}
-		return "left the pod network " + where
+		s := "left the pod network " + where
+		if o.TranslatedSrcIP != "" {
+			// Translated as it left: what the node's kernel did
+			// to it there (its masquerade), read by the helper.
+			s += ", its source translated to " + o.TranslatedSrcIP + " as it left (SNAT)"
+		}
+		return s
 	case Dropped, Rejected:
 		s := fmt.Sprintf("%s %s by table %s", strings.ToLower(string(v)), where, table)
 		if o.NetworkPolicy != "" {
