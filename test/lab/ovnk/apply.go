@@ -15,8 +15,7 @@ import (
 // Apply makes the NB database hold exactly the rows of d among those this
 // controller owns, in one transaction, and returns how many operations it
 // took (0: nothing to do). The client must monitor the tables of NBModel.
-// Owned: ovn_cluster_router, its rtos- ports and the static routes whose
-// owner-controller is ControllerName, switches with
+// Owned: ovn_cluster_router and its rtos- ports, switches with
 // other_config:subnet and everything on them, load balancers with
 // k8s.ovn.org/kind=Service, port groups and address sets whose
 // owner-controller is ControllerName.
@@ -55,7 +54,6 @@ type applier struct {
 
 	routers  []LogicalRouter
 	lrps     []LogicalRouterPort
-	routes   []LogicalRouterStaticRoute
 	switches []LogicalSwitch
 	lsps     []LogicalSwitchPort
 	lbs      []LoadBalancer
@@ -65,7 +63,7 @@ type applier struct {
 }
 
 func (a *applier) read(ctx context.Context) error {
-	for _, l := range []any{&a.routers, &a.lrps, &a.routes, &a.switches, &a.lsps, &a.lbs, &a.acls, &a.pgs, &a.sets} {
+	for _, l := range []any{&a.routers, &a.lrps, &a.switches, &a.lsps, &a.lbs, &a.acls, &a.pgs, &a.sets} {
 		if err := a.c.List(ctx, l); err != nil {
 			return fmt.Errorf("read the NB cache: %w", err)
 		}

@@ -44,10 +44,6 @@ func TestIntegrationApplyConverges(t *testing.T) {
 	if n := apply("second"); n != 0 {
 		t.Errorf("second Apply took %d operations, want 0", n)
 	}
-	// The node's egress route (local gateway mode), beside a route of
-	// someone else's.
-	nbHas(t, c, "10.244.1.0/24 10.244.1.2 src-ip", "lr-route-list", ClusterRouter)
-	c.nbctl(t, "lr-route-add", ClusterRouter, "192.0.2.0/24", "10.244.1.9")
 	// Not ours: a switch without a subnet, a load balancer of another kind.
 	c.nbctl(t, "ls-add", "join")
 	c.nbctl(t, "lb-add", "foreign", "10.1.1.1:1", "10.2.2.2:2", "tcp")
@@ -82,8 +78,5 @@ func TestIntegrationApplyConverges(t *testing.T) {
 	}
 	if out := c.nbctl(t, "lb-list"); strings.Contains(out, "Service_") || !strings.Contains(out, "foreign") {
 		t.Errorf("load balancers after removing everything: %s", out)
-	}
-	if out := c.nbctl(t, "lr-route-list", ClusterRouter); strings.Contains(out, "src-ip") || !strings.Contains(out, "192.0.2.0/24") {
-		t.Errorf("routes after removing everything: %s", out)
 	}
 }

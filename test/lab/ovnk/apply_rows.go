@@ -39,62 +39,14 @@ func (a *applier) applyRouter(d Desired) error {
 		}
 		ports = append(ports, want.UUID)
 	}
-	var kept []string
-	if r != nil {
-		kept = r.StaticRoutes
-	}
-	routes, err := a.routeSet(d.Routes, kept)
-	if err != nil {
-		return err
-	}
 	if r == nil {
-		return a.create(&LogicalRouter{UUID: a.named(), Name: ClusterRouter, Ports: ports, StaticRoutes: routes})
+		return a.create(&LogicalRouter{UUID: a.named(), Name: ClusterRouter, Ports: ports})
 	}
-	if !sameSet(r.Ports, ports) || !sameSet(r.StaticRoutes, routes) {
-		nr := LogicalRouter{UUID: r.UUID, Ports: ports, StaticRoutes: routes}
-		return a.update(&nr, &nr.Ports, &nr.StaticRoutes)
+	if !sameSet(r.Ports, ports) {
+		nr := LogicalRouter{UUID: r.UUID, Ports: ports}
+		return a.update(&nr, &nr.Ports)
 	}
 	return nil
-}
-
-// routeSet is the router's static routes once want are in it: the routes
-// of current that are not this controller's, its own that are still
-// wanted (updated where they differ), and new rows for the rest. A route
-// no longer referenced is removed by the database itself (the table is
-// not a root table).
-func (a *applier) routeSet(want []LogicalRouterStaticRoute, current []string) ([]string, error) {
-	byID := map[string]LogicalRouterStaticRoute{}
-	var out []string
-	for _, u := range current {
-		for _, rt := range a.routes {
-			switch {
-			case rt.UUID != u:
-			case rt.ExternalIDs[keyOwnerController] != ControllerName:
-				out = append(out, u) // not ours: keep
-			default:
-				byID[rt.ExternalIDs[keyID]] = rt
-			}
-		}
-	}
-	for _, w := range want {
-		old, ok := byID[w.ExternalIDs[keyID]]
-		switch {
-		case !ok:
-			w.UUID = a.named()
-			if err := a.create(&w); err != nil {
-				return nil, err
-			}
-		case old.IPPrefix != w.IPPrefix || old.Nexthop != w.Nexthop || deref(old.Policy) != deref(w.Policy):
-			w.UUID = old.UUID
-			if err := a.update(&w, &w.IPPrefix, &w.Nexthop, &w.Policy); err != nil {
-				return nil, err
-			}
-		default:
-			w.UUID = old.UUID
-		}
-		out = append(out, w.UUID)
-	}
-	return out, nil
 }
 
 func (a *applier) lrpByUUID(u string) (LogicalRouterPort, bool) {

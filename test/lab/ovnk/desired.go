@@ -19,9 +19,7 @@ type Input struct {
 
 // Desired is every NB row this controller owns, references by name.
 type Desired struct {
-	RouterPorts []LogicalRouterPort
-	// Routes are ovn_cluster_router's static routes (EgressRoutes).
-	Routes        []LogicalRouterStaticRoute
+	RouterPorts   []LogicalRouterPort
 	Switches      []SwitchState
 	LoadBalancers []LoadBalancer
 	AddressSets   []AddressSet
@@ -34,7 +32,6 @@ type Desired struct {
 func Build(in Input) Desired {
 	var d Desired
 	d.RouterPorts, d.Switches = Topology(in.Nodes, in.Pods)
-	d.Routes = EgressRoutes(in.Nodes)
 	for _, svc := range in.Services {
 		d.LoadBalancers = append(d.LoadBalancers, ServiceLBs(svc, in.Slices[svc.Namespace+"/"+svc.Name], in.HairpinSNATIP)...)
 	}

@@ -36,7 +36,6 @@ const (
 	ownerNetpolNode     = "NetpolNode"
 	ownerPodSelector    = "PodSelector"
 	ownerCluster        = "Cluster"
-	ownerNodeEgress     = "NodeEgress"
 	clusterPortGroupKey = "clusterPortGroup"
 
 	// Priorities of types.DefaultAllowPriority and types.DefaultDenyPriority.

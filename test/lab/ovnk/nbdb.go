@@ -8,20 +8,9 @@ import "github.com/ovn-kubernetes/libovsdb/model"
 
 // LogicalRouter is a row of the NB Logical_Router table.
 type LogicalRouter struct {
-	UUID         string            `ovsdb:"_uuid"`
-	Name         string            `ovsdb:"name"`
-	Ports        []string          `ovsdb:"ports"`
-	StaticRoutes []string          `ovsdb:"static_routes"`
-	ExternalIDs  map[string]string `ovsdb:"external_ids"`
-}
-
-// LogicalRouterStaticRoute is a row of the NB Logical_Router_Static_Route
-// table.
-type LogicalRouterStaticRoute struct {
 	UUID        string            `ovsdb:"_uuid"`
-	IPPrefix    string            `ovsdb:"ip_prefix"`
-	Nexthop     string            `ovsdb:"nexthop"`
-	Policy      *string           `ovsdb:"policy"`
+	Name        string            `ovsdb:"name"`
+	Ports       []string          `ovsdb:"ports"`
 	ExternalIDs map[string]string `ovsdb:"external_ids"`
 }
 
@@ -99,14 +88,13 @@ type AddressSet struct {
 // NBModel is the client model of the tables above.
 func NBModel() (model.ClientDBModel, error) {
 	return model.NewClientDBModel("OVN_Northbound", map[string]model.Model{
-		"Logical_Router":              &LogicalRouter{},
-		"Logical_Router_Port":         &LogicalRouterPort{},
-		"Logical_Router_Static_Route": &LogicalRouterStaticRoute{},
-		"Logical_Switch":              &LogicalSwitch{},
-		"Logical_Switch_Port":         &LogicalSwitchPort{},
-		"Load_Balancer":               &LoadBalancer{},
-		"ACL":                         &ACL{},
-		"Port_Group":                  &PortGroup{},
-		"Address_Set":                 &AddressSet{},
+		"Logical_Router":      &LogicalRouter{},
+		"Logical_Router_Port": &LogicalRouterPort{},
+		"Logical_Switch":      &LogicalSwitch{},
+		"Logical_Switch_Port": &LogicalSwitchPort{},
+		"Load_Balancer":       &LoadBalancer{},
+		"ACL":                 &ACL{},
+		"Port_Group":          &PortGroup{},
+		"Address_Set":         &AddressSet{},
 	})
 }

@@ -95,24 +95,3 @@ func allowFromNodeACL(node string, mgmt netip.Addr) ACL {
 		Match: "ip4.src==" + mgmt.String(), ExternalIDs: ids.externalIDs(),
 	}
 }
-
-// EgressRoutes are the routes out of the pod network, as OVN-Kubernetes'
-// local gateway mode has them on ovn_cluster_router: a node's pods'
-// packets that no other route takes go to the node's management port
-// (a src-ip route per node subnet), where the node's kernel routes them
-// and masquerades them to the node's address (lab-up's iptables rule).
-// The router's connected routes (the node subnets, dst-ip) rank above a
-// src-ip route of the same length, so pod-to-pod traffic is unchanged.
-func EgressRoutes(nodes []Node) []LogicalRouterStaticRoute {
-	policy := "src-ip"
-	var out []LogicalRouterStaticRoute
-	for _, n := range nodes {
-		ids := newIDs(ownerNodeEgress, keyName, n.Name)
-		out = append(out, LogicalRouterStaticRoute{
-			IPPrefix: n.Subnet.Masked().String(), Nexthop: ManagementIP(n.Subnet).String(), Policy: &policy,
-			ExternalIDs: ids.externalIDs(),
-		})
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].IPPrefix < out[j].IPPrefix })
-	return out
-}

@@ -75,16 +75,3 @@ func TestAnnotations(t *testing.T) {
 		}
 	}
 }
-
-// Each node's pods leave the pod network through its management port: a
-// src-ip route per node subnet, owned by this controller.
-func TestEgressRoutes(t *testing.T) {
-	got := EgressRoutes([]Node{{Name: "n2", Subnet: netip.MustParsePrefix("10.244.2.0/24")}, {Name: "n1", Subnet: netip.MustParsePrefix("10.244.1.0/24")}})
-	if len(got) != 2 || got[0].IPPrefix != "10.244.1.0/24" || got[0].Nexthop != "10.244.1.2" || deref(got[0].Policy) != "src-ip" ||
-		got[1].IPPrefix != "10.244.2.0/24" || got[1].Nexthop != "10.244.2.2" {
-		t.Fatalf("routes %+v", got)
-	}
-	if got[0].ExternalIDs[keyOwnerController] != ControllerName || got[0].ExternalIDs[keyID] == got[1].ExternalIDs[keyID] {
-		t.Errorf("ownership %v and %v: want this controller's, one id per node", got[0].ExternalIDs, got[1].ExternalIDs)
-	}
-}
