@@ -187,11 +187,12 @@ var holdsIn = map[string][]string{
 	"TestNodeAndHostNetworkSources":           everyMode,
 	"TestRoundTrip":                           everyMode,
 	"TestRoundTripLeavesRealConnectionsAlone": everyMode,
-	// Out of the pod network: masqueraded by the node's kernel (Antrea,
-	// and the lab mode, which egresses through antrea-gw0 as Antrea does),
-	// or SNATed in OVS (OVN-Kubernetes); the ovn mode has no gateway
-	// router, so its pods have no route out.
-	"TestRoundTripOutside": {modeLab, modeAntrea, modeOVNK},
+	// Out of the pod network: masqueraded by the node's kernel (Antrea;
+	// the lab mode, which egresses through antrea-gw0 as Antrea does; the
+	// ovn mode, through the management port as OVN-Kubernetes' local
+	// gateway mode does), or SNATed in OVS (the genuine OVN-Kubernetes'
+	// gateway router).
+	"TestRoundTripOutside": everyMode,
 	// From outside the cluster (issue 26): only the genuine
 	// OVN-Kubernetes implements NodePorts and externalIPs in OVS (its
 	// gateway routers and breth0's flows); the lab's and ovn modes have no

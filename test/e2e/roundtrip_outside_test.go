@@ -11,7 +11,8 @@ import (
 )
 
 // Issue 26, done-when 4: round trips out of the pod network. On Antrea
-// (and in the lab mode, which egresses as Antrea does) the node's kernel
+// (and in the lab and ovn modes, which egress through antrea-gw0 and the
+// management port into the node's kernel) the node's kernel
 // masquerades a pod's packet to an address outside the pod network and
 // undoes it on the answer before the answer enters the bridge, so the
 // answer is followed back to the pod. The helper reads the translation

@@ -88,7 +88,14 @@ ovn_node() {
     ip link set ovn-k8s-mp0 address $(ovn_mac "$mgmt") mtu $OVN_MTU up
     ip addr add $mgmt/24 dev ovn-k8s-mp0
     ip route add $POD_RANGE via $gw dev ovn-k8s-mp0
-    ip route add $SVC_RANGE via $gw dev ovn-k8s-mp0"
+    ip route add $SVC_RANGE via $gw dev ovn-k8s-mp0
+    # Egress as OVN-Kubernetes' local gateway mode has it: ovn_cluster_router
+    # reroutes the node's pods' packets to the outside network to ovn-k8s-mp0
+    # (lab-ovnkube's policies), and the node forwards them, masqueraded to
+    # its own address.
+    sysctl -qw net.ipv4.ip_forward=1
+    iptables -w -t nat -C POSTROUTING -s $POD_RANGE ! -d $POD_RANGE ! -o ovn-k8s-mp0 -j MASQUERADE 2>/dev/null ||
+      iptables -w -t nat -A POSTROUTING -s $POD_RANGE ! -d $POD_RANGE ! -o ovn-k8s-mp0 -j MASQUERADE"
   node_tnl_neigh "$i"
 }
 
@@ -99,7 +106,7 @@ ovn_cni_conf() {
   n=$(node_name "$i")
   cat <<EOF
 {"cniVersion": "0.4.0", "name": "tflab", "type": "lab-cni", "mode": "ovn", "bridge": "br-int",
- "routes": ["$POD_RANGE", "$SVC_RANGE", "$OVN_HAIRPIN_IP/32"], "mtu": $OVN_MTU,
+ "routes": ["$POD_RANGE", "$SVC_RANGE", "$OVN_HAIRPIN_IP/32", "$UNDERLAY_NET"], "mtu": $OVN_MTU,
  "ovn": {"apiServer": "$APISERVER", "caFile": "$S/pki/ca.crt", "certFile": "$S/pki/$n.crt", "keyFile": "$S/pki/$n.key",
          "controllerLog": "$S/logs/lab-ovnkube.log"}}
 EOF
@@ -110,7 +117,7 @@ EOF
 ovn_controller() {
   cp "$root/bin/lab/lab-ovnkube" "$S/lab-ovnkube"
   start lab-ovnkube - "$S/lab-ovnkube" -kubeconfig "$S/kubeconfig" \
-    -nb "unix:$OVN_DIR/ovnnb_db.sock" -sb "unix:$OVN_DIR/ovnsb_db.sock"
+    -nb "unix:$OVN_DIR/ovnnb_db.sock" -sb "unix:$OVN_DIR/ovnsb_db.sock" -outside "$UNDERLAY_NET"
 }
 
 # ovn_annotate_nodes: each Node's subnet, once it is registered, where

@@ -15,7 +15,8 @@ import (
 // Apply makes the NB database hold exactly the rows of d among those this
 // controller owns, in one transaction, and returns how many operations it
 // took (0: nothing to do). The client must monitor the tables of NBModel.
-// Owned: ovn_cluster_router and its rtos- ports, switches with
+// Owned: ovn_cluster_router, its rtos- ports and the routes and policies whose
+// owner-controller is ControllerName, switches with
 // other_config:subnet and everything on them, load balancers with
 // k8s.ovn.org/kind=Service, port groups and address sets whose
 // owner-controller is ControllerName.
@@ -54,6 +55,8 @@ type applier struct {
 
 	routers  []LogicalRouter
 	lrps     []LogicalRouterPort
+	routes   []LogicalRouterStaticRoute
+	policies []LogicalRouterPolicy
 	switches []LogicalSwitch
 	lsps     []LogicalSwitchPort
 	lbs      []LoadBalancer
@@ -63,7 +66,7 @@ type applier struct {
 }
 
 func (a *applier) read(ctx context.Context) error {
-	for _, l := range []any{&a.routers, &a.lrps, &a.switches, &a.lsps, &a.lbs, &a.acls, &a.pgs, &a.sets} {
+	for _, l := range []any{&a.routers, &a.lrps, &a.routes, &a.policies, &a.switches, &a.lsps, &a.lbs, &a.acls, &a.pgs, &a.sets} {
 		if err := a.c.List(ctx, l); err != nil {
 			return fmt.Errorf("read the NB cache: %w", err)
 		}

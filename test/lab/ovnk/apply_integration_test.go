@@ -29,6 +29,7 @@ func TestIntegrationApplyConverges(t *testing.T) {
 		Policies:      []*networkingv1.NetworkPolicy{{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "deny"}}},
 		Namespaces:    map[string]map[string]string{"demo": nil},
 		HairpinSNATIP: HairpinSNATIP,
+		Outside:       []netip.Prefix{netip.MustParsePrefix("10.89.0.0/24")},
 	}
 	apply := func(what string) int {
 		t.Helper()
@@ -44,6 +45,12 @@ func TestIntegrationApplyConverges(t *testing.T) {
 	if n := apply("second"); n != 0 {
 		t.Errorf("second Apply took %d operations, want 0", n)
 	}
+	// The node's egress reroute (local gateway mode), beside a policy of
+	// someone else's.
+	nbHas(t, c, "ip4.src == 10.244.1.0/24 && ip4.dst == 10.89.0.0/24 reroute 10.244.1.2", "lr-policy-list", ClusterRouter)
+	nbHas(t, c, "10.89.0.0/24 10.244.1.2 dst-ip", "lr-route-list", ClusterRouter)
+	c.nbctl(t, "lr-policy-add", ClusterRouter, "10", "ip4.dst == 192.0.2.0/24", "drop")
+	c.nbctl(t, "lr-route-add", ClusterRouter, "192.0.2.0/24", "10.244.1.9")
 	// Not ours: a switch without a subnet, a load balancer of another kind.
 	c.nbctl(t, "ls-add", "join")
 	c.nbctl(t, "lb-add", "foreign", "10.1.1.1:1", "10.2.2.2:2", "tcp")
@@ -78,5 +85,11 @@ func TestIntegrationApplyConverges(t *testing.T) {
 	}
 	if out := c.nbctl(t, "lb-list"); strings.Contains(out, "Service_") || !strings.Contains(out, "foreign") {
 		t.Errorf("load balancers after removing everything: %s", out)
+	}
+	if out := c.nbctl(t, "lr-policy-list", ClusterRouter); strings.Contains(out, "reroute") || !strings.Contains(out, "192.0.2.0/24") {
+		t.Errorf("policies after removing everything: %s", out)
+	}
+	if out := c.nbctl(t, "lr-route-list", ClusterRouter); strings.Contains(out, "10.89.0.0/24") || !strings.Contains(out, "192.0.2.0/24") {
+		t.Errorf("routes after removing everything: %s", out)
 	}
 }

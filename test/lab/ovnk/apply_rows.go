@@ -39,14 +39,66 @@ func (a *applier) applyRouter(d Desired) error {
 		}
 		ports = append(ports, want.UUID)
 	}
-	if r == nil {
-		return a.create(&LogicalRouter{UUID: a.named(), Name: ClusterRouter, Ports: ports})
+	var keptRoutes, keptPolicies []string
+	if r != nil {
+		keptRoutes, keptPolicies = r.StaticRoutes, r.Policies
 	}
-	if !sameSet(r.Ports, ports) {
-		nr := LogicalRouter{UUID: r.UUID, Ports: ports}
-		return a.update(&nr, &nr.Ports)
+	routes, err := a.routeSet(d.Routes, keptRoutes)
+	if err != nil {
+		return err
+	}
+	policies, err := a.policySet(d.Policies, keptPolicies)
+	if err != nil {
+		return err
+	}
+	if r == nil {
+		return a.create(&LogicalRouter{UUID: a.named(), Name: ClusterRouter, Ports: ports, StaticRoutes: routes, Policies: policies})
+	}
+	if !sameSet(r.Ports, ports) || !sameSet(r.StaticRoutes, routes) || !sameSet(r.Policies, policies) {
+		nr := LogicalRouter{UUID: r.UUID, Ports: ports, StaticRoutes: routes, Policies: policies}
+		return a.update(&nr, &nr.Ports, &nr.StaticRoutes, &nr.Policies)
 	}
 	return nil
+}
+
+// policySet is the router's policies once want are in it: the policies of
+// current that are not this controller's, its own that are still wanted
+// (updated where they differ), and new rows for the rest. A policy no
+// longer referenced is removed by the database itself (the table is not a
+// root table).
+func (a *applier) policySet(want []LogicalRouterPolicy, current []string) ([]string, error) {
+	byID := map[string]LogicalRouterPolicy{}
+	var out []string
+	for _, u := range current {
+		for _, rt := range a.policies {
+			switch {
+			case rt.UUID != u:
+			case rt.ExternalIDs[keyOwnerController] != ControllerName:
+				out = append(out, u) // not ours: keep
+			default:
+				byID[rt.ExternalIDs[keyID]] = rt
+			}
+		}
+	}
+	for _, w := range want {
+		old, ok := byID[w.ExternalIDs[keyID]]
+		switch {
+		case !ok:
+			w.UUID = a.named()
+			if err := a.create(&w); err != nil {
+				return nil, err
+			}
+		case old.Priority != w.Priority || old.Match != w.Match || old.Action != w.Action || !sameSet(old.Nexthops, w.Nexthops):
+			w.UUID = old.UUID
+			if err := a.update(&w, &w.Priority, &w.Match, &w.Action, &w.Nexthops); err != nil {
+				return nil, err
+			}
+		default:
+			w.UUID = old.UUID
+		}
+		out = append(out, w.UUID)
+	}
+	return out, nil
 }
 
 func (a *applier) lrpByUUID(u string) (LogicalRouterPort, bool) {
@@ -213,4 +265,40 @@ func (a *applier) applyPortGroups(d Desired) error {
 		}
 	}
 	return nil
+}
+
+// routeSet is policySet for the router's static routes.
+func (a *applier) routeSet(want []LogicalRouterStaticRoute, current []string) ([]string, error) {
+	byID := map[string]LogicalRouterStaticRoute{}
+	var out []string
+	for _, u := range current {
+		for _, rt := range a.routes {
+			switch {
+			case rt.UUID != u:
+			case rt.ExternalIDs[keyOwnerController] != ControllerName:
+				out = append(out, u) // not ours: keep
+			default:
+				byID[rt.ExternalIDs[keyID]] = rt
+			}
+		}
+	}
+	for _, w := range want {
+		old, ok := byID[w.ExternalIDs[keyID]]
+		switch {
+		case !ok:
+			w.UUID = a.named()
+			if err := a.create(&w); err != nil {
+				return nil, err
+			}
+		case old.IPPrefix != w.IPPrefix || old.Nexthop != w.Nexthop:
+			w.UUID = old.UUID
+			if err := a.update(&w, &w.IPPrefix, &w.Nexthop); err != nil {
+				return nil, err
+			}
+		default:
+			w.UUID = old.UUID
+		}
+		out = append(out, w.UUID)
+	}
+	return out, nil
 }

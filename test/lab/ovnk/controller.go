@@ -34,6 +34,9 @@ type Controller struct {
 	cs      kubernetes.Interface
 	nb      client.Client
 	hairpin string
+	// outside are the networks pods reach through their node
+	// (EgressPolicies); set by ReachOutside before Run.
+	outside []netip.Prefix
 	logf    func(string, ...any)
 	ipam    *IPAM
 	kick    chan struct{}
@@ -46,6 +49,10 @@ type Controller struct {
 	slices  discoverylisters.EndpointSliceLister
 	nps     networkinglisters.NetworkPolicyLister
 }
+
+// ReachOutside lets pods reach the networks outside through their node's
+// management port (EgressPolicies). Call it before Run.
+func (c *Controller) ReachOutside(outside []netip.Prefix) { c.outside = outside }
 
 // NewController wires the informers; nb must monitor NBModel's tables.
 // hairpinSNATIP is the load balancers' hairpin_snat_ip (HairpinSNATIP as
@@ -142,7 +149,7 @@ type annotation struct{ namespace, name, value string }
 // pods that already have one (annotation, or their port after a crash between
 // the two writes), then to new pods, so that a restart renumbers nobody.
 func (c *Controller) input() (Input, []annotation, error) {
-	in := Input{Namespaces: map[string]map[string]string{}, Slices: map[string][]*discoveryv1.EndpointSlice{}, HairpinSNATIP: c.hairpin}
+	in := Input{Namespaces: map[string]map[string]string{}, Slices: map[string][]*discoveryv1.EndpointSlice{}, HairpinSNATIP: c.hairpin, Outside: c.outside}
 	nodes, err := c.nodes.List(labels.Everything())
 	if err != nil {
 		return in, nil, fmt.Errorf("list nodes: %w", err)

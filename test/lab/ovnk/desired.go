@@ -1,6 +1,8 @@
 package ovnk
 
 import (
+	"net/netip"
+
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -15,11 +17,18 @@ type Input struct {
 	Slices        map[string][]*discoveryv1.EndpointSlice // by Service NAMESPACE/NAME
 	Policies      []*networkingv1.NetworkPolicy
 	HairpinSNATIP string
+	// Outside are the networks beyond the cluster the pods reach through
+	// their node (EgressPolicies).
+	Outside []netip.Prefix
 }
 
 // Desired is every NB row this controller owns, references by name.
 type Desired struct {
-	RouterPorts   []LogicalRouterPort
+	RouterPorts []LogicalRouterPort
+	// Routes and Policies are ovn_cluster_router's routes to the outside
+	// networks and reroutes to each node (EgressRoutes, EgressPolicies).
+	Routes        []LogicalRouterStaticRoute
+	Policies      []LogicalRouterPolicy
 	Switches      []SwitchState
 	LoadBalancers []LoadBalancer
 	AddressSets   []AddressSet
@@ -32,6 +41,7 @@ type Desired struct {
 func Build(in Input) Desired {
 	var d Desired
 	d.RouterPorts, d.Switches = Topology(in.Nodes, in.Pods)
+	d.Routes, d.Policies = EgressRoutes(in.Nodes, in.Outside), EgressPolicies(in.Nodes, in.Outside)
 	for _, svc := range in.Services {
 		d.LoadBalancers = append(d.LoadBalancers, ServiceLBs(svc, in.Slices[svc.Namespace+"/"+svc.Name], in.HairpinSNATIP)...)
 	}

@@ -36,6 +36,7 @@ const (
 	ownerNetpolNode     = "NetpolNode"
 	ownerPodSelector    = "PodSelector"
 	ownerCluster        = "Cluster"
+	ownerNodeEgress     = "NodeEgress"
 	clusterPortGroupKey = "clusterPortGroup"
 
 	// Priorities of types.DefaultAllowPriority and types.DefaultDenyPriority.

@@ -8,9 +8,30 @@ import "github.com/ovn-kubernetes/libovsdb/model"
 
 // LogicalRouter is a row of the NB Logical_Router table.
 type LogicalRouter struct {
+	UUID         string            `ovsdb:"_uuid"`
+	Name         string            `ovsdb:"name"`
+	Ports        []string          `ovsdb:"ports"`
+	StaticRoutes []string          `ovsdb:"static_routes"`
+	Policies     []string          `ovsdb:"policies"`
+	ExternalIDs  map[string]string `ovsdb:"external_ids"`
+}
+
+// LogicalRouterStaticRoute is a row of the NB Logical_Router_Static_Route
+// table.
+type LogicalRouterStaticRoute struct {
 	UUID        string            `ovsdb:"_uuid"`
-	Name        string            `ovsdb:"name"`
-	Ports       []string          `ovsdb:"ports"`
+	IPPrefix    string            `ovsdb:"ip_prefix"`
+	Nexthop     string            `ovsdb:"nexthop"`
+	ExternalIDs map[string]string `ovsdb:"external_ids"`
+}
+
+// LogicalRouterPolicy is a row of the NB Logical_Router_Policy table.
+type LogicalRouterPolicy struct {
+	UUID        string            `ovsdb:"_uuid"`
+	Priority    int               `ovsdb:"priority"`
+	Match       string            `ovsdb:"match"`
+	Action      string            `ovsdb:"action"`
+	Nexthops    []string          `ovsdb:"nexthops"`
 	ExternalIDs map[string]string `ovsdb:"external_ids"`
 }
 
@@ -88,13 +109,15 @@ type AddressSet struct {
 // NBModel is the client model of the tables above.
 func NBModel() (model.ClientDBModel, error) {
 	return model.NewClientDBModel("OVN_Northbound", map[string]model.Model{
-		"Logical_Router":      &LogicalRouter{},
-		"Logical_Router_Port": &LogicalRouterPort{},
-		"Logical_Switch":      &LogicalSwitch{},
-		"Logical_Switch_Port": &LogicalSwitchPort{},
-		"Load_Balancer":       &LoadBalancer{},
-		"ACL":                 &ACL{},
-		"Port_Group":          &PortGroup{},
-		"Address_Set":         &AddressSet{},
+		"Logical_Router":              &LogicalRouter{},
+		"Logical_Router_Port":         &LogicalRouterPort{},
+		"Logical_Router_Policy":       &LogicalRouterPolicy{},
+		"Logical_Router_Static_Route": &LogicalRouterStaticRoute{},
+		"Logical_Switch":              &LogicalSwitch{},
+		"Logical_Switch_Port":         &LogicalSwitchPort{},
+		"Load_Balancer":               &LoadBalancer{},
+		"ACL":                         &ACL{},
+		"Port_Group":                  &PortGroup{},
+		"Address_Set":                 &AddressSet{},
 	})
 }

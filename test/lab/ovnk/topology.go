@@ -1,6 +1,7 @@
 package ovnk
 
 import (
+	"fmt"
 	"net/netip"
 	"sort"
 )
@@ -94,4 +95,53 @@ func allowFromNodeACL(node string, mgmt netip.Addr) ACL {
 		Priority: allowPriority, Direction: "to-lport", Action: "allow-related",
 		Match: "ip4.src==" + mgmt.String(), ExternalIDs: ids.externalIDs(),
 	}
+}
+
+// egressPriority is the reroute policies' priority, OVN-Kubernetes' for
+// its reroutes of pod traffic to a node's management port.
+const egressPriority = 1004
+
+// EgressPolicies take each node's pods' packets to the networks outside the
+// cluster (outside) to the node's management port, where the node's kernel
+// routes them and masquerades them to the node's address (lab-up's
+// iptables rule), as OVN-Kubernetes' local gateway mode sends pod traffic
+// out through the host. Only those destinations: an address of the pod
+// range that no node holds still finds no route in the router.
+func EgressPolicies(nodes []Node, outside []netip.Prefix) []LogicalRouterPolicy {
+	var out []LogicalRouterPolicy
+	for _, n := range nodes {
+		for _, o := range outside {
+			ids := newIDs(ownerNodeEgress, keyName, n.Name, "ip", o.Masked().String())
+			out = append(out, LogicalRouterPolicy{
+				Priority: egressPriority, Action: "reroute", Nexthops: []string{ManagementIP(n.Subnet).String()},
+				Match:       fmt.Sprintf("ip4.src == %s && ip4.dst == %s", n.Subnet.Masked(), o.Masked()),
+				ExternalIDs: ids.externalIDs(),
+			})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Match < out[j].Match })
+	return out
+}
+
+// EgressRoutes give the router a route to each outside network at all:
+// OVN routes (lr_in_ip_routing) before it applies policies (lr_in_policy)
+// and drops what has no route, so the reroutes above need one. It points
+// to the first node's management port; every node's pods are rerouted to
+// their own node by EgressPolicies.
+func EgressRoutes(nodes []Node, outside []netip.Prefix) []LogicalRouterStaticRoute {
+	if len(nodes) == 0 {
+		return nil
+	}
+	first := nodes[0]
+	for _, n := range nodes[1:] {
+		if n.Name < first.Name {
+			first = n
+		}
+	}
+	var out []LogicalRouterStaticRoute
+	for _, o := range outside {
+		ids := newIDs(ownerNodeEgress, keyName, "route", "ip", o.Masked().String())
+		out = append(out, LogicalRouterStaticRoute{IPPrefix: o.Masked().String(), Nexthop: ManagementIP(first.Subnet).String(), ExternalIDs: ids.externalIDs()})
+	}
+	return out
 }

@@ -75,3 +75,28 @@ func TestAnnotations(t *testing.T) {
 		}
 	}
 }
+
+// Each node's pods reach the outside network through its management port,
+// and only that network: one reroute policy per node and network, owned by
+// this controller.
+func TestEgressPolicies(t *testing.T) {
+	got := EgressPolicies([]Node{{Name: "n2", Subnet: netip.MustParsePrefix("10.244.2.0/24")}, {Name: "n1", Subnet: netip.MustParsePrefix("10.244.1.0/24")}},
+		[]netip.Prefix{netip.MustParsePrefix("10.89.0.7/24")})
+	if len(got) != 2 || got[0].Match != "ip4.src == 10.244.1.0/24 && ip4.dst == 10.89.0.0/24" || got[0].Action != "reroute" ||
+		len(got[0].Nexthops) != 1 || got[0].Nexthops[0] != "10.244.1.2" || got[1].Nexthops[0] != "10.244.2.2" || got[0].Priority != 1004 {
+		t.Fatalf("policies %+v", got)
+	}
+	if got[0].ExternalIDs[keyOwnerController] != ControllerName || got[0].ExternalIDs[keyID] == got[1].ExternalIDs[keyID] {
+		t.Errorf("ownership %v and %v: want this controller's, one id per node", got[0].ExternalIDs, got[1].ExternalIDs)
+	}
+	if got := EgressPolicies([]Node{{Name: "n1", Subnet: netip.MustParsePrefix("10.244.1.0/24")}}, nil); len(got) != 0 {
+		t.Errorf("policies without an outside network: %+v", got)
+	}
+	// The route that lets the router take such packets at all, to the
+	// first node by name.
+	routes := EgressRoutes([]Node{{Name: "n2", Subnet: netip.MustParsePrefix("10.244.2.0/24")}, {Name: "n1", Subnet: netip.MustParsePrefix("10.244.1.0/24")}},
+		[]netip.Prefix{netip.MustParsePrefix("10.89.0.7/24")})
+	if len(routes) != 1 || routes[0].IPPrefix != "10.89.0.0/24" || routes[0].Nexthop != "10.244.1.2" {
+		t.Errorf("routes %+v, want 10.89.0.0/24 via 10.244.1.2", routes)
+	}
+}

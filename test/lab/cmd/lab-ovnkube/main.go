@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"net/netip"
 	"os"
 	"os/signal"
 	"strings"
@@ -29,7 +30,7 @@ import (
 
 // options are the raw flags (Complete turns them into clients).
 type options struct {
-	kubeconfig, nb, sb, logFile, hairpinSNATIP string
+	kubeconfig, nb, sb, logFile, hairpinSNATIP, outside string
 
 	logger *log.Logger
 	cs     kubernetes.Interface
@@ -44,6 +45,7 @@ func main() {
 	fs.StringVar(&o.logFile, "log", "", "also log to this file")
 	fs.StringVar(&o.hairpinSNATIP, "hairpin-snat-ip", ovnk.HairpinSNATIP,
 		`load balancers' hairpin_snat_ip; pods must route it back through OVN ("" uses the VIP)`)
+	fs.StringVar(&o.outside, "outside", "", "networks outside the cluster that pods reach through their node's management port, masqueraded there (comma-separated prefixes)")
 	_ = fs.Parse(os.Args[1:])
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer cancel()
@@ -105,6 +107,12 @@ func (o *options) run(ctx context.Context) error {
 	}
 	defer nb.Close()
 	c, err := ovnk.NewController(o.cs, nb, o.hairpinSNATIP, o.logger)
+	if err == nil {
+		var outside []netip.Prefix
+		if outside, err = parsePrefixes(o.outside); err == nil {
+			c.ReachOutside(outside)
+		}
+	}
 	if err != nil {
 		return err
 	}
@@ -149,4 +157,20 @@ func connectNB(ctx context.Context, endpoint string) (client.Client, error) {
 		return nil, fmt.Errorf("monitor the northbound database at %s: %w", endpoint, err)
 	}
 	return nb, nil
+}
+
+// parsePrefixes reads -outside: comma-separated prefixes, or none.
+func parsePrefixes(s string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(f)
+		if err != nil {
+			return nil, fmt.Errorf("-outside: %w", err)
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
 }
