@@ -61,42 +61,69 @@ func (a *applier) applyRouter(d Desired) error {
 	return nil
 }
 
-// policySet is the router's policies once want are in it: the policies of
-// current that are not this controller's, its own that are still wanted
-// (updated where they differ), and new rows for the rest. A policy no
-// longer referenced is removed by the database itself (the table is not a
-// root table).
+// policySet is the router's policies once want are in it (ownedRows).
 func (a *applier) policySet(want []LogicalRouterPolicy, current []string) ([]string, error) {
-	byID := map[string]LogicalRouterPolicy{}
+	return ownedRows(a, a.policies, want, current,
+		func(p *LogicalRouterPolicy) (*string, map[string]string) { return &p.UUID, p.ExternalIDs },
+		func(old, w *LogicalRouterPolicy) []any {
+			if old.Priority == w.Priority && old.Match == w.Match && old.Action == w.Action && sameSet(old.Nexthops, w.Nexthops) {
+				return nil
+			}
+			return []any{&w.Priority, &w.Match, &w.Action, &w.Nexthops}
+		})
+}
+
+// routeSet is the router's static routes once want are in it (ownedRows).
+func (a *applier) routeSet(want []LogicalRouterStaticRoute, current []string) ([]string, error) {
+	return ownedRows(a, a.routes, want, current,
+		func(r *LogicalRouterStaticRoute) (*string, map[string]string) { return &r.UUID, r.ExternalIDs },
+		func(old, w *LogicalRouterStaticRoute) []any {
+			if old.IPPrefix == w.IPPrefix && old.Nexthop == w.Nexthop {
+				return nil
+			}
+			return []any{&w.IPPrefix, &w.Nexthop}
+		})
+}
+
+// ownedRows is a router column's references (static routes, policies)
+// once want are in it: the rows of current that are not this
+// controller's, its own that are still wanted (updated in the fields
+// changed names), and new rows for the rest. A row no longer referenced
+// is removed by the database itself (neither table is a root table). row
+// gives a row's UUID field and external_ids; have are the table's rows.
+func ownedRows[T any](a *applier, have, want []T, current []string, row func(*T) (*string, map[string]string), changed func(old, w *T) []any) ([]string, error) {
+	byID := map[string]*T{}
 	var out []string
 	for _, u := range current {
-		for _, rt := range a.policies {
+		for i := range have {
+			uuid, ids := row(&have[i])
 			switch {
-			case rt.UUID != u:
-			case rt.ExternalIDs[keyOwnerController] != ControllerName:
+			case *uuid != u:
+			case ids[keyOwnerController] != ControllerName:
 				out = append(out, u) // not ours: keep
 			default:
-				byID[rt.ExternalIDs[keyID]] = rt
+				byID[ids[keyID]] = &have[i]
 			}
 		}
 	}
 	for _, w := range want {
-		old, ok := byID[w.ExternalIDs[keyID]]
-		switch {
-		case !ok:
-			w.UUID = a.named()
-			if err := a.create(&w); err != nil {
-				return nil, err
+		uuid, ids := row(&w)
+		old, ok := byID[ids[keyID]]
+		var err error
+		if !ok {
+			*uuid = a.named()
+			err = a.create(&w)
+		} else {
+			oldUUID, _ := row(old)
+			*uuid = *oldUUID
+			if fields := changed(old, &w); fields != nil {
+				err = a.update(&w, fields...)
 			}
-		case old.Priority != w.Priority || old.Match != w.Match || old.Action != w.Action || !sameSet(old.Nexthops, w.Nexthops):
-			w.UUID = old.UUID
-			if err := a.update(&w, &w.Priority, &w.Match, &w.Action, &w.Nexthops); err != nil {
-				return nil, err
-			}
-		default:
-			w.UUID = old.UUID
 		}
-		out = append(out, w.UUID)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, *uuid)
 	}
 	return out, nil
 }
@@ -265,40 +292,4 @@ func (a *applier) applyPortGroups(d Desired) error {
 		}
 	}
 	return nil
-}
-
-// routeSet is policySet for the router's static routes.
-func (a *applier) routeSet(want []LogicalRouterStaticRoute, current []string) ([]string, error) {
-	byID := map[string]LogicalRouterStaticRoute{}
-	var out []string
-	for _, u := range current {
-		for _, rt := range a.routes {
-			switch {
-			case rt.UUID != u:
-			case rt.ExternalIDs[keyOwnerController] != ControllerName:
-				out = append(out, u) // not ours: keep
-			default:
-				byID[rt.ExternalIDs[keyID]] = rt
-			}
-		}
-	}
-	for _, w := range want {
-		old, ok := byID[w.ExternalIDs[keyID]]
-		switch {
-		case !ok:
-			w.UUID = a.named()
-			if err := a.create(&w); err != nil {
-				return nil, err
-			}
-		case old.IPPrefix != w.IPPrefix || old.Nexthop != w.Nexthop:
-			w.UUID = old.UUID
-			if err := a.update(&w, &w.IPPrefix, &w.Nexthop); err != nil {
-				return nil, err
-			}
-		default:
-			w.UUID = old.UUID
-		}
-		out = append(out, w.UUID)
-	}
-	return out, nil
 }
