@@ -58,7 +58,8 @@ func imports(t *testing.T) map[string][]string {
 func TestOneTraceOnePath(t *testing.T) {
 	m := imports(t)
 	const cli = "pkg/plugin/cli"
-	// What cli may import (issue 23): the trace runner, the check runner,
+	// What cli may import (issue 23): the trace runner, the check runner
+	// and the matrix it runs (issue 27),
 	// install (install, uninstall, install-crd and cleanup), view (the
 	// renderers and the escaping of what cli prints), the version, and the
 	// flag helpers: the leaf packages its flag values and SRC/DST parse
@@ -67,7 +68,7 @@ func TestOneTraceOnePath(t *testing.T) {
 	// JUnit report belongs to the check runner, the cleanup sweep to
 	// install, the escaping to view.
 	allowed := []string{
-		"internal/version", "pkg/plugin/tracerun", "pkg/plugin/check", "pkg/plugin/install", "pkg/plugin/view",
+		"internal/version", "pkg/plugin/tracerun", "pkg/plugin/check", "pkg/plugin/matrix", "pkg/plugin/install", "pkg/plugin/view",
 		"pkg/plugin/exitcode", "pkg/plugin/resolve", "pkg/plugin/outcome", "pkg/plugin/traceflow",
 	}
 	for _, i := range m[cli] {

@@ -232,12 +232,16 @@ var holdsIn = map[string][]string{
 	"TestTraceHelperNamespaceKubeSystem": labOnly,
 	"TestHelperResourceUse":              labOnly,
 	// Suites of traces (kubectl traceflow check).
-	"TestCheckSuitePasses":                labOnly,
-	"TestCheckWrongExpectationFails":      labOnly,
-	"TestCheckBadSuitesCreateNothing":     labOnly,
-	"TestCheckInterruptLeavesNothing":     labOnly,
-	"TestCheckSecondInterruptCleansUp":    labOnly,
-	"TestTraceAllEndpoints":               labOnly,
+	"TestCheckSuitePasses":             labOnly,
+	"TestCheckWrongExpectationFails":   labOnly,
+	"TestCheckBadSuitesCreateNothing":  labOnly,
+	"TestCheckInterruptLeavesNothing":  labOnly,
+	"TestCheckSecondInterruptCleansUp": labOnly,
+	"TestTraceAllEndpoints":            labOnly,
+	// The connectivity matrix (issue 27).
+	"TestMatrixAgreesWithRealTraffic":     everyMode,
+	"TestMatrixExpectedFile":              labOnly,
+	"TestMatrixInterruptLeavesNothing":    labOnly,
 	"TestTraceSecondInterruptExitsAtOnce": everyMode,
 	// The fault campaign (issue 15).
 	"TestFaultCleanupWhileAnotherTraceRuns": labOnly,

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
@@ -58,11 +59,16 @@ type CheckOptions struct {
 	useColor bool
 }
 
-func newCheckCommand(streams genericiooptions.IOStreams, deps Deps, cf *genericclioptions.ConfigFlags) *cobra.Command {
+// newCheckOptions are check's options with every flag at its default.
+func newCheckOptions(streams genericiooptions.IOStreams, deps Deps, cf *genericclioptions.ConfigFlags) *CheckOptions {
 	d := tracerun.DefaultOptions()
-	o := &CheckOptions{IOStreams: streams, configFlags: cf, deps: deps, color: "auto", parallel: defaultParallel,
+	return &CheckOptions{IOStreams: streams, configFlags: cf, deps: deps, color: "auto", parallel: defaultParallel,
 		timeout: d.Timeout, engine: d.Engine, helperImage: d.HelperImage, helperNamespace: d.HelperNamespace,
 		ovsRunDir: d.OVSRunDir, bridge: d.Bridge, shareHelpers: true}
+}
+
+func newCheckCommand(streams genericiooptions.IOStreams, deps Deps, cf *genericclioptions.ConfigFlags) *cobra.Command {
+	o := newCheckOptions(streams, deps, cf)
 	cmd := &cobra.Command{
 		Use:   "check -f FILE",
 		Short: "Run a suite of traces, each with its expectation, for CI: a table or plain lines, JUnit XML, one exit code",
@@ -108,9 +114,16 @@ helper pods of its own, as a single trace does.`,
 	}
 	f := cmd.Flags()
 	f.StringArrayVarP(&o.files, "filename", "f", nil, "a suite file, a directory of them (*.yaml, *.yml), or - for standard input; may be repeated")
-	f.StringVar(&o.junit, "junit", "", "also write a JUnit XML report to FILE")
 	f.VarP(&enumValue{&o.output, []string{outputPlain, outputJSON}}, "output", "o",
 		"output format (default: a live table on a terminal, plain lines otherwise); json writes one object per trace")
+	o.addRunFlags(f)
+	return cmd
+}
+
+// addRunFlags adds the flags of how a run of many traces runs, which check
+// and matrix share: the report, colour, concurrency, timeout and engine.
+func (o *CheckOptions) addRunFlags(f *pflag.FlagSet) {
+	f.StringVar(&o.junit, "junit", "", "also write a JUnit XML report to FILE")
 	f.Var(&enumValue{&o.color, []string{"auto", "always", "never"}}, "color", "colour the output: auto honours NO_COLOR and needs a terminal")
 	f.IntVar(&o.parallel, "parallel", o.parallel, fmt.Sprintf("how many traces run at once, 1-%d (the tag pool); a roundTrip case counts twice (its answer holds a tag too)", tracerun.MaxParallel()))
 	f.Var(&timeoutValue{&o.timeout}, "timeout", "timeout of a trace whose case and defaults set none, 1s to 300s")
@@ -123,7 +136,6 @@ helper pods of its own, as a single trace does.`,
 	f.StringVar(&o.bridge, "bridge", o.bridge, "the OVS bridge that carries pod traffic")
 	f.BoolVar(&o.shareHelpers, "share-helpers", o.shareHelpers,
 		"helper engine: one helper pod per node for the whole run (needs create on pods/attach); false starts helper pods per trace")
-	return cmd
 }
 
 // Complete reads and parses the suite files. It reads no kubeconfig.

@@ -148,6 +148,16 @@ type caseJSON struct {
 }
 
 func writeCaseJSON(w io.Writer, t check.Trace, r check.Result) error {
+	b, err := json.Marshal(caseJSONOf(t, r))
+	if err != nil {
+		return fmt.Errorf("encode the result of %q as JSON: %w", t.Name, err)
+	}
+	_, err = fmt.Fprintf(w, "%s\n", b)
+	return err
+}
+
+// caseJSONOf is the -o json object of a trace and its result.
+func caseJSONOf(t check.Trace, r check.Result) caseJSON {
 	c := caseJSON{Case: t.Name, File: t.File, Line: t.Case.At.Line,
 		Source: tracerun.EndpointName(t.Result.Source), Destination: tracerun.EndpointName(t.Result.Destination),
 		Expect: string(t.Expect), Verdict: string(r.Verdict), Passed: r.Passed(), ExitCode: int(r.Code),
@@ -163,12 +173,7 @@ func writeCaseJSON(w io.Writer, t check.Trace, r check.Result) error {
 		c.Node, c.Table, c.Flow, c.Inferred = h.Node, tableName(*h), h.Flow, h.Inferred()
 		c.NetworkPolicy, c.Rule = h.Observation.NetworkPolicy, h.Observation.NetworkPolicyRule
 	}
-	b, err := json.Marshal(c)
-	if err != nil {
-		return fmt.Errorf("encode the result of %q as JSON: %w", t.Name, err)
-	}
-	_, err = fmt.Fprintf(w, "%s\n", b)
-	return err
+	return c
 }
 
 func tableName(h outcome.Hop) string {

@@ -82,7 +82,7 @@ func NewRootCommand(streams genericiooptions.IOStreams, deps Deps) *cobra.Comman
 	cmd.SetUsageTemplate(usageTemplate(cmd.UsageTemplate()))
 	cmd.AddCommand(newInstallCommand(streams, deps, configFlags), newUninstallCommand(streams, deps, configFlags),
 		newInstallCRDCommand(streams, deps, configFlags), newVersionCommand(streams), newCleanupCommand(streams, deps, configFlags),
-		newCheckCommand(streams, deps, configFlags))
+		newCheckCommand(streams, deps, configFlags), newMatrixCommand(streams, deps, configFlags))
 	for _, c := range cmd.Commands() {
 		c.SetFlagErrorFunc(flagError)
 	}

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -133,10 +134,17 @@ func (r infoRecord) judge(kind string, serverNow time.Time, local bool, need ...
 // responses, so that the age of a record is measured with server time
 // against server time: a laptop whose clock is off by minutes judges
 // Antrea's heartbeats exactly as one whose clock is right.
+//
+// It also counts the requests it sees, so that a run can say how much it
+// asked of the API server.
 type ServerClock struct {
-	mu   sync.Mutex
-	date time.Time
+	mu       sync.Mutex
+	date     time.Time
+	requests atomic.Int64
 }
+
+// Requests is how many API requests went through the clients c wraps.
+func (c *ServerClock) Requests() int64 { return c.requests.Load() }
 
 // Wrap is a rest.Config WrapTransport.
 func (c *ServerClock) Wrap(rt http.RoundTripper) http.RoundTripper {
@@ -152,6 +160,7 @@ type clockTripper struct {
 }
 
 func (t *clockTripper) RoundTrip(req *http.Request) (*http.Response, error) {
+	t.c.requests.Add(1)
 	resp, err := t.rt.RoundTrip(req)
 	if err == nil {
 		if d, perr := http.ParseTime(resp.Header.Get("Date")); perr == nil {

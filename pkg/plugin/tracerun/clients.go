@@ -37,6 +37,9 @@ type Clients struct {
 	// Date header), so that the age of Antrea's heartbeats is judged with
 	// server time only; nil where unknown.
 	ServerNow func() (time.Time, bool)
+	// Requests counts the API requests made through Kube, Streams,
+	// Dynamic and Lookup (attach streams aside); nil where unknown.
+	Requests func() int64
 }
 
 // Abandoner keeps the cleanup that a second Ctrl-C starts up to date: Add
@@ -91,7 +94,7 @@ func Connect(cf *genericclioptions.ConfigFlags) (*Clients, error) {
 	attach := rest.CopyConfig(cfg)
 	attach.Timeout = 0
 	return &Clients{Namespace: ns, Lookup: resolve.FromClientset(cs), Traceflows: traceflow.NewClient(dyn, dynStreams), Dynamic: dyn,
-		Kube: cs, Streams: streams, RESTConfig: attach, ServerNow: clock.Now}, nil
+		Kube: cs, Streams: streams, RESTConfig: attach, ServerNow: clock.Now, Requests: clock.Requests}, nil
 }
 
 // clientsFor makes the typed and the dynamic client over cfg.

@@ -241,6 +241,11 @@ func quoteIfNeeded(s string) string { return termsafe.Escape(s, termsafe.Word) }
 // printed quoted, as one.
 func Safe(s string) string { return termsafe.Escape(s, termsafe.Name) }
 
+// SafeText escapes text from the cluster that a command prints as a
+// sentence of its own (a matrix cell's explanation): control characters
+// are escaped, the words and spaces stay.
+func SafeText(s string) string { return termsafe.Escape(s, termsafe.Text) }
+
 func sub(t, base time.Time) time.Duration {
 	if base.IsZero() || t.Before(base) {
 		return 0
