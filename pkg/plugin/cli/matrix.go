@@ -18,6 +18,7 @@ import (
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/check"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/exitcode"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/matrix"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/tracerun"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/view"
 )
 
@@ -156,9 +157,10 @@ func (o *MatrixOptions) Run(ctx context.Context) error {
 		return err
 	}
 	ns := clients.Namespace
-	if o.expected != nil && o.expected.Namespace != "" && o.expected.Namespace != ns {
-		return exitcode.UsageErrorf("--expect-file %s is the matrix of namespace %s, and this run's namespace is %s: add -n %s",
-			o.expectFile, o.expected.Namespace, ns, o.expected.Namespace)
+	if o.expected != nil {
+		if err := o.expected.InNamespace(ns); err != nil {
+			return exitcode.Wrap(exitcode.Usage, err)
+		}
 	}
 	pods, err := matrix.Pods(ctx, clients.Kube, ns, o.selector)
 	if err != nil {
@@ -187,6 +189,9 @@ func (o *MatrixOptions) Run(ctx context.Context) error {
 	}
 	started := time.Now()
 	tracing := o.run.tracing(clients)
+	// Nobody reads a matrix cell's record: it stays in the plugin. The
+	// engine choice rests on facts read once per set of nodes.
+	tracing.Options.RecordInMemory, tracing.Options.Facts = true, tracerun.NewFactsCache()
 	closePool := tracing.ShareHelpers(ctx, o.run.shareHelpers, traces, o.run.parallel, "tfmatrix-"+o.run.deps.Suffix())
 	rep := newMatrixReporter(o, clients, g, traces, cells)
 	runner := &check.Runner{Parallel: o.run.parallel, Now: time.Now, Run: tracing.RunFunc(), Progress: rep.progress}

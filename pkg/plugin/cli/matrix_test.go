@@ -61,7 +61,7 @@ func TestMatrixBadInputCreatesNothing(t *testing.T) {
 		{"selector matching no pod", []string{"-l", "app=ghost"}, "selector app=ghost: 0 Ready pods on the pod network in namespace mx", true},
 		{"one pod only", []string{"-l", "app=web"}, "selector app=web: 1 Ready pods on the pod network in namespace mx", true},
 		{"an expected file naming a pod that does not exist", []string{"--expect-file", ghost}, ghost + ":5: cells[1].to", true},
-		{"an expected file of another namespace", []string{"--expect-file", other}, "--expect-file " + other + " is the matrix of namespace prod", true},
+		{"an expected file of another namespace", []string{"--expect-file", other}, other + ":3: namespace: the file is for namespace prod, the run is in mx", true},
 		{"round trip with the agent engine", []string{"--engine", "agent"}, "--engine agent: Antrea's Traceflow follows the probe one way only", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

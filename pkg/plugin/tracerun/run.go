@@ -38,6 +38,14 @@ type Options struct {
 	// RoundTrip follows the destination's answer back to the source
 	// (helper engine only).
 	RoundTrip bool
+	// RecordInMemory keeps each trace's record in the plugin, never as a
+	// Traceflow object, unless Keep asks for the object: a run whose
+	// records nobody reads (a matrix) spares the API server a create, a
+	// status write per hop and a delete per trace.
+	RecordInMemory bool
+	// Facts, when set, is the run's cache of the facts the engine choice
+	// rests on (FactsCache).
+	Facts *FactsCache
 }
 
 // Runner runs traces against one cluster.
@@ -142,10 +150,12 @@ func (r *Runner) prepare(ctx context.Context, t Trace) (*job, error) {
 		return nil, err
 	}
 	nodes := append([]string{res.Source.Node}, rec.nodes...)
-	facts, err := engine.Gather(ctx, engine.Sources{
-		Discovery: c.Kube.Discovery(), Infos: c.Dynamic, Pods: c.Kube.CoreV1().Pods(""),
-		ServerNow: c.ServerNow, LocalNow: time.Now,
-	}, nodes)
+	facts, err := r.Options.Facts.gather(ctx, nodes, func(ctx context.Context, nodes []string) (engine.Facts, error) {
+		return engine.Gather(ctx, engine.Sources{
+			Discovery: c.Kube.Discovery(), Infos: c.Dynamic, Pods: c.Kube.CoreV1().Pods(""),
+			ServerNow: c.ServerNow, LocalNow: time.Now,
+		}, nodes)
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -186,6 +196,7 @@ func (r *Runner) prepare(ctx context.Context, t Trace) (*job, error) {
 	if d.Mode == engine.Agent && asNode {
 		return nil, exitcode.UsageErrorf("--engine agent: Antrea's Traceflow starts only at a pod's own port, and SRC %s sends as node %s: use --engine helper (or auto), which injects as the node", EndpointName(res.Source), res.Source.Node)
 	}
+	d = recordWhere(d, r.Options)
 	if c.Dynamic != nil {
 		d = engine.CheckRecordHome(ctx, c.Dynamic.Resource(traceflow.CRDsResource), d)
 	} else if d.RecordAsCR {
@@ -199,6 +210,15 @@ func (r *Runner) prepare(ctx context.Context, t Trace) (*job, error) {
 		Packet: traceflow.DescribePacket(t.Record.Spec),
 	}
 	return j, nil
+}
+
+// recordWhere keeps the record of a run that asks for none (RecordInMemory,
+// without Keep) in the plugin, and says so in the decision's reason.
+func recordWhere(d engine.Decision, o Options) engine.Decision {
+	if d.RecordAsCR && o.RecordInMemory && !o.Keep {
+		d.RecordAsCR, d.Reason = false, d.Reason+"; the record stays in the plugin: this run keeps no record"
+	}
+	return d
 }
 
 // destinationName is how the view names the destination: from outside,
