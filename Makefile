@@ -103,7 +103,7 @@ test-e2e: build ## end to end in the lab, once per mode in E2E_MODES: brings it 
 	if [ $$rc -ne 0 ]; then echo "==== e2e recap, every mode (the failures above, by mode):"; cat "$$recap"; fi; exit $$rc
 
 .PHONY: bench-e2e
-bench-e2e: build ## time to verdict in the lab (helper mode, median of 10) next to the pod-start floor, and a 27-trace check suite (median of 3) with shared helpers and with helper pods per trace
+bench-e2e: build ## time to verdict in the lab (helper mode, median of 10) next to the pod-start floor, and a 27-trace check suite (median of 3) with shared helpers and with helper pods per trace, and a 420-cell matrix
 	TRACEFLOW_KEEP_LAB=$${TRACEFLOW_KEEP_LAB:-1} go test -tags e2e -run '^$$' -bench TimeToVerdict -benchtime 10x -timeout 30m ./test/e2e
 
 .PHONY: compare-engines

@@ -27,7 +27,9 @@ import (
 // pod on a node and read its first log line, which every helper-mode trace
 // pays at least once), and the time of `kubectl traceflow check` over the
 // 25-case, 27-trace suite of check_test.go across both nodes, with the
-// waves its tag pool share (--parallel) makes. It measures and reports; it
+// waves its tag pool share (--parallel) makes, and a matrix of 420 cells
+// over both nodes (issue 27) with its cost a cell once the helpers are
+// up, its API requests and the helpers' peak memory. It measures and reports; it
 // asserts nothing about speed. Run it with
 //
 //	make bench-e2e      (go test -tags e2e -run '^$' -bench TimeToVerdict -benchtime 10x ./test/e2e)
@@ -37,6 +39,8 @@ func BenchmarkTimeToVerdict(b *testing.B) {
 	}
 	f := getTraceFixture(b)
 	cs := benchClient(b)
+	var mstats matrixStats
+	matrixNS := ""
 	cases := []struct {
 		name string
 		run  func() (time.Duration, error)
@@ -46,6 +50,14 @@ func BenchmarkTimeToVerdict(b *testing.B) {
 		{"inter-node", func() (time.Duration, error) { return timeTrace(f.ns, "a", "b", "--tcp", "80") }},
 		{"suite-27-traces", func() (time.Duration, error) { return timeSuite(b, f) }},
 		{"suite-27-traces-own-helpers", func() (time.Duration, error) { return timeSuite(b, f, "--share-helpers=false") }},
+		{"matrix-420-cells", func() (time.Duration, error) {
+			if matrixNS == "" {
+				matrixNS = benchMatrixNamespace(b)
+			}
+			var err error
+			mstats, err = timeMatrix(matrixNS)
+			return mstats.took, err
+		}},
 	}
 	medians := map[string]time.Duration{}
 	for _, c := range cases {
@@ -54,6 +66,9 @@ func BenchmarkTimeToVerdict(b *testing.B) {
 			runs := b.N
 			if strings.HasPrefix(c.name, "suite-") {
 				runs = min(b.N, suiteRuns) // each run is 27 traces
+			}
+			if strings.HasPrefix(c.name, "matrix-") {
+				runs = 1 // 420 traces
 			}
 			for range runs {
 				d, err := c.run()
@@ -88,11 +103,13 @@ func BenchmarkTimeToVerdict(b *testing.B) {
 			"  one trace, intra-node                     %8s  floor + %s (goal: floor + 0.5s)\n"+
 			"  one trace, inter-node                     %8s  floor + %s (goal: floor + 0.5s)\n"+
 			"  suite, %d traces, --parallel %d (%d waves)  %8s  %.2fx one inter-node trace, %.2fx per wave (goal: within 2x)\n"+
-			"  the same, helper pods per trace             %8s  (--share-helpers=false)",
+			"  the same, helper pods per trace             %8s  (--share-helpers=false)\n"+
+			"  matrix, %d cells, --parallel %d            %8s  %s; helper peak memory %.1f MiB (goal: 25 ms a cell once the helpers are up)",
 			floor.Round(time.Millisecond), intra.Round(time.Millisecond), (intra - floor).Round(time.Millisecond),
 			inter.Round(time.Millisecond), (inter - floor).Round(time.Millisecond),
 			suiteTraces, suiteParallel, waves, suite.Round(time.Millisecond),
-			float64(suite)/float64(inter), float64(suite)/float64(inter)/float64(waves), own.Round(time.Millisecond))
+			float64(suite)/float64(inter), float64(suite)/float64(inter)/float64(waves), own.Round(time.Millisecond),
+			benchMatrixCells, suiteParallel, mstats.took.Round(time.Millisecond), mstats.summary, float64(mstats.peakMemory)/(1<<20))
 	})
 }
 
