@@ -126,7 +126,7 @@ func waitMatrixPolicies(t testing.TB, ns, web2 string) {
 	t.Helper()
 	eventually(t, 30*time.Second, "the matrix's policies in force", func() error {
 		if out, err := execIn(ns, "client-1", "get", "-timeout", "1s", "http://"+web2+"/"); err != nil {
-			return fmt.Errorf("client-1 -> web-2:80 not served yet: %v %s", err, out)
+			return fmt.Errorf("client-1 -> web-2:80 not served yet: %w %s", err, out)
 		}
 		if out, err := execIn(ns, "web-1", "get", "-timeout", "1s", "http://"+web2+"/"); err == nil {
 			return fmt.Errorf("web-1 -> web-2:80 still served: %s", out)
