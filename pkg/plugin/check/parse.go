@@ -1,12 +1,8 @@
 package check
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
-	"io"
 	"net/netip"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -39,50 +35,12 @@ const (
 // structs, because only nodes keep the line of every field; an error names
 // file:line and the field, and the first one found is returned.
 func Parse(file string, data []byte) (*Suite, error) {
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	var doc yaml.Node
-	if err := dec.Decode(&doc); err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil, Errorf(Pos{file, 1}, "", "the file is empty: a suite needs apiVersion %s, kind %s and cases", APIVersion, Kind)
-		}
-		return nil, syntaxError(file, err)
-	}
-	var extra yaml.Node
-	if err := dec.Decode(&extra); err == nil {
-		return nil, Errorf(Pos{file, extra.Line}, "", "a second YAML document: put one suite in each file")
-	} else if !errors.Is(err, io.EOF) {
-		return nil, syntaxError(file, err)
+	doc, err := ReadDocument(file, data, fmt.Sprintf("a suite needs apiVersion %s, kind %s and cases", APIVersion, Kind), "suite")
+	if err != nil {
+		return nil, err
 	}
 	p := &parser{file: file}
-	return p.suite(&doc)
-}
-
-var yamlLine = regexp.MustCompile(`line (\d+)`)
-
-// parserProblems are the YAML library's parser (not scanner) errors: for
-// them it reports the 0-based line of the collection being parsed, which
-// is one less than the line a reader counts.
-var parserProblems = []string{
-	"did not find expected ',' or ']'", "did not find expected ',' or '}'", "did not find expected '-' indicator",
-	"did not find expected key", "did not find expected node content", "found undefined tag handle",
-}
-
-// syntaxError turns the YAML library's message ("yaml: line 4: mapping
-// values are not allowed in this context") into file:line.
-func syntaxError(file string, err error) error {
-	msg := strings.TrimPrefix(err.Error(), "yaml: ")
-	line := 1
-	if m := yamlLine.FindStringSubmatch(msg); m != nil {
-		line, _ = strconv.Atoi(m[1])
-		msg = strings.TrimPrefix(strings.TrimPrefix(msg, m[0]), ": ")
-		for _, p := range parserProblems {
-			if msg == p {
-				line++
-				msg += " (in the collection that starts on this line)"
-			}
-		}
-	}
-	return Errorf(Pos{file, line}, "", "YAML syntax: %s", msg)
+	return p.suite(doc)
 }
 
 type parser struct {
@@ -104,65 +62,15 @@ func (p *parser) errAt(at Pos, field, format string, a ...any) *Error {
 	return e
 }
 
-// fields checks that n is a mapping with only the known keys, and returns
-// each value by key; keys are matched exactly, as Kubernetes does.
+// fields is Fields with the parser's errors (which name the case).
 func (p *parser) fields(n *yaml.Node, path string, known ...string) (map[string]*yaml.Node, error) {
-	if n.Kind != yaml.MappingNode {
-		return nil, p.errf(n, path, "want a mapping of %s, got %s", strings.Join(known, ", "), kindName(n))
-	}
-	out := map[string]*yaml.Node{}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := n.Content[i], n.Content[i+1]
-		ok := false
-		for _, want := range known {
-			ok = ok || k.Value == want
-		}
-		if !ok {
-			return nil, p.errf(k, join(path, k.Value), "unknown field; %s takes %s", orTop(path), strings.Join(known, ", "))
-		}
-		if _, dup := out[k.Value]; dup {
-			return nil, p.errf(k, join(path, k.Value), "given twice")
-		}
-		out[k.Value] = v
-	}
-	return out, nil
-}
-
-func join(path, field string) string {
-	if path == "" {
-		return field
-	}
-	return path + "." + field
-}
-
-func orTop(path string) string {
-	if path == "" {
-		return "the top level"
-	}
-	return path
-}
-
-func kindName(n *yaml.Node) string {
-	switch n.Kind {
-	case yaml.MappingNode:
-		return "a mapping"
-	case yaml.SequenceNode:
-		return "a list"
-	case yaml.ScalarNode:
-		if n.Tag == "!!null" {
-			return "nothing"
-		}
-		return fmt.Sprintf("%q", n.Value)
-	case yaml.AliasNode:
-		return "an alias"
-	}
-	return "something else"
+	return Fields(n, path, p.errf, known...)
 }
 
 // str reads a scalar string.
 func (p *parser) str(n *yaml.Node, field string) (string, error) {
 	if n.Kind != yaml.ScalarNode || n.Tag == "!!null" {
-		return "", p.errf(n, field, "want a string, got %s", kindName(n))
+		return "", p.errf(n, field, "want a string, got %s", KindName(n))
 	}
 	return n.Value, nil
 }
@@ -214,7 +122,7 @@ func (p *parser) suite(doc *yaml.Node) (*Suite, error) {
 		return nil, p.errf(root, "cases", "missing: list the cases to check")
 	}
 	if casesNode.Kind != yaml.SequenceNode || len(casesNode.Content) == 0 {
-		return nil, p.errf(casesNode, "cases", "want a non-empty list of cases, got %s", kindName(casesNode))
+		return nil, p.errf(casesNode, "cases", "want a non-empty list of cases, got %s", KindName(casesNode))
 	}
 	s := &Suite{File: p.file}
 	seen := map[string]Pos{}
@@ -303,7 +211,7 @@ func (p *parser) protocol(n *yaml.Node, field string) (traceflow.Protocol, error
 func (p *parser) port(n *yaml.Node, field string) (int32, error) {
 	v, err := strconv.ParseInt(n.Value, 10, 32)
 	if n.Kind != yaml.ScalarNode || n.Tag != "!!int" || err != nil {
-		return 0, p.errf(n, field, "want a port number 1-65535, got %s (named ports are not read: give the number)", kindName(n))
+		return 0, p.errf(n, field, "want a port number 1-65535, got %s (named ports are not read: give the number)", KindName(n))
 	}
 	if v < 1 || v > 65535 {
 		return 0, p.errf(n, field, "%d is not a port: give 1-65535", v)
@@ -326,7 +234,7 @@ func (p *parser) expect(n *yaml.Node, field string) (outcome.Expect, error) {
 // boolean reads true or false, as YAML 1.2 writes them (not yes or on).
 func (p *parser) boolean(n *yaml.Node, field string) (bool, error) {
 	if n.Kind != yaml.ScalarNode || n.Tag != "!!bool" {
-		return false, p.errf(n, field, "want true or false, got %s", kindName(n))
+		return false, p.errf(n, field, "want true or false, got %s", KindName(n))
 	}
 	return strings.EqualFold(n.Value, "true"), nil
 }
@@ -334,7 +242,7 @@ func (p *parser) boolean(n *yaml.Node, field string) (bool, error) {
 // timeout reads a Go duration ("10s") or a whole number of seconds.
 func (p *parser) timeout(n *yaml.Node, field string) (time.Duration, error) {
 	if n.Kind != yaml.ScalarNode {
-		return 0, p.errf(n, field, "want a duration such as 10s, got %s", kindName(n))
+		return 0, p.errf(n, field, "want a duration such as 10s, got %s", KindName(n))
 	}
 	d, err := time.ParseDuration(n.Value)
 	if secs, aerr := strconv.Atoi(n.Value); aerr == nil {

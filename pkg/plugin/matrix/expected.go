@@ -18,12 +18,7 @@ package matrix
 // line of every field for errors of the form file:line: field: message.
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
-	"io"
-	"regexp"
-	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -68,50 +63,12 @@ type Want struct {
 // ParseExpected reads an expected-matrix file; the first problem found is
 // returned as a *check.Error naming file:line and the field.
 func ParseExpected(file string, data []byte) (*Expected, error) {
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	var doc yaml.Node
-	if err := dec.Decode(&doc); err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil, check.Errorf(check.Pos{File: file, Line: 1}, "", "the file is empty: an expected matrix needs apiVersion %s, kind %s and cells", APIVersion, Kind)
-		}
-		return nil, syntaxError(file, err)
-	}
-	var extra yaml.Node
-	if err := dec.Decode(&extra); err == nil {
-		return nil, check.Errorf(check.Pos{File: file, Line: extra.Line}, "", "a second YAML document: put one matrix in each file")
-	} else if !errors.Is(err, io.EOF) {
-		return nil, syntaxError(file, err)
+	doc, err := check.ReadDocument(file, data, fmt.Sprintf("an expected matrix needs apiVersion %s, kind %s and cells", APIVersion, Kind), "matrix")
+	if err != nil {
+		return nil, err
 	}
 	p := &parser{file: file}
-	return p.expected(&doc)
-}
-
-var yamlLine = regexp.MustCompile(`line (\d+)`)
-
-// parserProblems are the YAML library's parser (not scanner) errors: for
-// them it reports the 0-based line of the collection being parsed, one
-// less than the line a reader counts. check reads them the same way.
-var parserProblems = []string{
-	"did not find expected ',' or ']'", "did not find expected ',' or '}'", "did not find expected '-' indicator",
-	"did not find expected key", "did not find expected node content", "found undefined tag handle",
-}
-
-// syntaxError turns the YAML library's message ("yaml: line 4: mapping
-// values are not allowed in this context") into file:line.
-func syntaxError(file string, err error) error {
-	msg := strings.TrimPrefix(err.Error(), "yaml: ")
-	line := 1
-	if m := yamlLine.FindStringSubmatch(msg); m != nil {
-		line, _ = strconv.Atoi(m[1])
-		msg = strings.TrimPrefix(strings.TrimPrefix(msg, m[0]), ": ")
-		for _, p := range parserProblems {
-			if msg == p {
-				line++
-				msg += " (in the collection that starts on this line)"
-			}
-		}
-	}
-	return check.Errorf(check.Pos{File: file, Line: max(line, 1)}, "", "YAML syntax: %s", msg)
+	return p.expected(doc)
 }
 
 type parser struct{ file string }
@@ -122,60 +79,15 @@ func (p *parser) errf(n *yaml.Node, field, format string, a ...any) *check.Error
 	return check.Errorf(p.at(n), field, format, a...)
 }
 
-// fields checks that n is a mapping with only the known keys, and returns
-// each value by key; keys are matched exactly, as Kubernetes does.
 func (p *parser) fields(n *yaml.Node, path string, known ...string) (map[string]*yaml.Node, error) {
-	if n.Kind != yaml.MappingNode {
-		return nil, p.errf(n, path, "want a mapping of %s, got %s", strings.Join(known, ", "), kindName(n))
-	}
-	out := map[string]*yaml.Node{}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := n.Content[i], n.Content[i+1]
-		field := k.Value
-		if path != "" {
-			field = path + "." + k.Value
-		}
-		known1 := false
-		for _, want := range known {
-			known1 = known1 || k.Value == want
-		}
-		if !known1 {
-			where := path
-			if where == "" {
-				where = "the top level"
-			}
-			return nil, p.errf(k, field, "unknown field; %s takes %s", where, strings.Join(known, ", "))
-		}
-		if _, dup := out[k.Value]; dup {
-			return nil, p.errf(k, field, "given twice")
-		}
-		out[k.Value] = v
-	}
-	return out, nil
-}
-
-func kindName(n *yaml.Node) string {
-	switch n.Kind {
-	case yaml.MappingNode:
-		return "a mapping"
-	case yaml.SequenceNode:
-		return "a list"
-	case yaml.ScalarNode:
-		if n.Tag == "!!null" {
-			return "nothing"
-		}
-		return fmt.Sprintf("%q", n.Value)
-	case yaml.AliasNode:
-		return "an alias"
-	}
-	return "something else"
+	return check.Fields(n, path, p.errf, known...)
 }
 
 // scalar reads a scalar's text, whatever YAML type it resolves to (a pod
 // may be named 123), but not null: `from:` left empty names no pod.
 func (p *parser) scalar(n *yaml.Node, field, what string) (string, error) {
 	if n.Kind != yaml.ScalarNode || n.Tag == "!!null" {
-		return "", p.errf(n, field, "want %s, got %s", what, kindName(n))
+		return "", p.errf(n, field, "want %s, got %s", what, check.KindName(n))
 	}
 	return n.Value, nil
 }
@@ -218,7 +130,7 @@ func (p *parser) expected(doc *yaml.Node) (*Expected, error) {
 		return nil, p.errf(root, "cells", "missing: list the cells, one {from, to, port, expect} each")
 	}
 	if cells.Kind != yaml.SequenceNode {
-		return nil, p.errf(cells, "cells", "want a list of cells, got %s", kindName(cells))
+		return nil, p.errf(cells, "cells", "want a list of cells, got %s", check.KindName(cells))
 	}
 	for i, n := range cells.Content {
 		if err := p.cell(e, n, fmt.Sprintf("cells[%d]", i)); err != nil {
