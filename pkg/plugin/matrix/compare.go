@@ -26,7 +26,7 @@ func (e *Expected) Known(pods map[string]bool) error {
 				pos = e.Cells[c].At // an Expected not read from a file
 			}
 			field := fmt.Sprintf("cells[%d].%s", i, [2]string{"from", "to"}[j])
-			return check.Errorf(pos, field, "no pod %s in this run: it was deleted or renamed, or the file is another namespace's; update the expected matrix", name)
+			return check.Errorf(pos, field, "no pod %s among this run's (the Ready pods of the namespace, or of -l): it was deleted or renamed, is not Ready, or the file is another namespace's; update the expected matrix, or wait for the pod", name)
 		}
 	}
 	return nil

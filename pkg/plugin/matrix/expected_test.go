@@ -140,9 +140,9 @@ func TestKnown(t *testing.T) {
 		want string
 	}{
 		{"all there", []string{"a", "b", "gone", "old", "extra"}, ""},
-		{"a destination gone", []string{"a", "b", "old"}, "m.yaml:6: cells[1].to: no pod gone in this run: it was deleted or renamed, or the file is another namespace's; update the expected matrix"},
-		{"a source gone", []string{"a", "b", "gone"}, "m.yaml:9: cells[2].from: no pod old in this run: it was deleted or renamed, or the file is another namespace's; update the expected matrix"},
-		{"none there: the first", nil, "m.yaml:4: cells[0].from: no pod a in this run: it was deleted or renamed, or the file is another namespace's; update the expected matrix"},
+		{"a destination gone", []string{"a", "b", "old"}, "m.yaml:6: cells[1].to: no pod gone among this run's (the Ready pods of the namespace, or of -l): it was deleted or renamed, is not Ready, or the file is another namespace's; update the expected matrix, or wait for the pod"},
+		{"a source gone", []string{"a", "b", "gone"}, "m.yaml:9: cells[2].from: no pod old among this run's (the Ready pods of the namespace, or of -l): it was deleted or renamed, is not Ready, or the file is another namespace's; update the expected matrix, or wait for the pod"},
+		{"none there: the first", nil, "m.yaml:4: cells[0].from: no pod a among this run's (the Ready pods of the namespace, or of -l): it was deleted or renamed, is not Ready, or the file is another namespace's; update the expected matrix, or wait for the pod"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pods := map[string]bool{}
