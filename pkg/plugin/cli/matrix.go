@@ -74,7 +74,7 @@ differs, naming the cell, what the file said and the hop that decided it.
 
 Exit codes: 0 every cell as expected (or no file given and every cell
 completed), 1 bad input (nothing created), 2 a cell differs from the file,
-3 a cell did not complete, 4 setup failure.`,
+3 a cell did not complete, 4 setup failure; as check, 4 before 3 before 2.`,
 		Example: `  # The grid of namespace demo, on the ports its pods serve
   kubectl traceflow matrix -n demo
 
@@ -217,8 +217,8 @@ func (o *MatrixOptions) servedPorts(ctx context.Context, policies policyLister, 
 	return ports, nil
 }
 
-// finish writes the reports and folds the cells into the exit code: the
-// expected file's differences (2) before cells that did not complete (3).
+// finish writes the reports and folds the cells into the exit code
+// (matrixCode).
 func (o *MatrixOptions) finish(rep *matrixReporter, results []check.Result, started time.Time, poolErr error) error {
 	mismatches := rep.mismatches(o.expected)
 	err := errors.Join(rep.close(mismatches, time.Since(started)), poolErr)
@@ -268,15 +268,16 @@ func fewNames(names []string) string {
 	return fmt.Sprintf("%s and %d more", strings.Join(names[:shown], ", "), len(names)-shown)
 }
 
-// matrixCode is the run's exit code: 4 when a cell could not run, then 2
-// when the file and the run differ, then 3 when a cell did not complete.
+// matrixCode is the run's exit code, in check's order: 4 when a cell
+// could not run, then 3 when a cell did not complete (an interrupted run's
+// differences are its unfinished cells, not a changed network), then 2
+// when the file and the run differ.
 func matrixCode(results []check.Result, mismatches []matrix.Mismatch, compared bool) exitcode.Code {
-	code := check.Code(results)
-	if code == exitcode.Setup {
+	if code := check.Code(results); code != exitcode.OK {
 		return code
 	}
 	if compared && len(mismatches) > 0 {
 		return exitcode.Verdict
 	}
-	return code
+	return exitcode.OK
 }

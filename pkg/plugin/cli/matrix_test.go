@@ -97,7 +97,7 @@ func TestMatrixCode(t *testing.T) {
 		{"every cell completed, no file", []check.Result{ok, ok}, nil, false, exitcode.OK},
 		{"every cell as the file says", []check.Result{ok, ok}, nil, true, exitcode.OK},
 		{"a cell differs", []check.Result{ok, ok}, diff, true, exitcode.Verdict},
-		{"a difference before an incomplete cell", []check.Result{ok, incomplete}, diff, true, exitcode.Verdict},
+		{"an incomplete cell before a difference", []check.Result{ok, incomplete}, diff, true, exitcode.Timeout},
 		{"an incomplete cell", []check.Result{ok, incomplete}, nil, false, exitcode.Timeout},
 		{"a cell that could not run before all", []check.Result{failed, incomplete}, diff, true, exitcode.Setup},
 	} {
