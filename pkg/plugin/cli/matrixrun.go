@@ -124,7 +124,7 @@ func (r *matrixReporter) close(mismatches []matrix.Mismatch, took time.Duration)
 		r.explain(out)
 	}
 	for _, m := range mismatches {
-		_, _ = fmt.Fprintf(out, "DIFF %s%s\n", view.SafeText(m.String()), r.because(m.Cell))
+		_, _ = fmt.Fprintf(out, "DIFF %s%s\n", view.SafeText(m.String()), view.SafeText(r.because(m.Cell)))
 	}
 	_, _ = fmt.Fprintln(summary, r.summary(len(mismatches), took))
 	return r.err
