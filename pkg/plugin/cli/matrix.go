@@ -166,7 +166,7 @@ func (o *MatrixOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	g := matrix.Grid{Ports: o.portList}
+	g := matrix.Grid{Ports: o.portList, RoundTrip: o.roundTrip}
 	known := map[string]bool{}
 	for i := range pods {
 		g.Sources = append(g.Sources, pods[i].Name)

@@ -14,6 +14,9 @@ import (
 type Grid struct {
 	Sources, Destinations []string
 	Ports                 []Port
+	// RoundTrip says the cells followed their answers back: the legend
+	// then says what ✓ means there, answered.
+	RoundTrip bool
 }
 
 // Cells returns every cell in row-major order: for each source, each
@@ -88,7 +91,7 @@ func (g Grid) Render(w io.Writer, states map[Cell]State) error {
 	for i, to := range g.Destinations {
 		b.WriteString(padLeft(strconv.Itoa(i+1), digits) + "  " + termsafe.Escape(to, termsafe.Name) + "\n")
 	}
-	if key := legend(shown); key != "" {
+	if key := legend(shown, g.RoundTrip); key != "" {
 		b.WriteString("\n" + key + "\n")
 	}
 	_, err := io.WriteString(w, b.String())
@@ -113,10 +116,14 @@ func (g Grid) cell(from, to string, states map[Cell]State, shown map[string]bool
 // legend says what each symbol shown means, in a fixed order; symbols not
 // shown are left out, so that a finished run's grid does not explain
 // pending and running.
-func legend(shown map[string]bool) string {
+func legend(shown map[string]bool, roundTrip bool) string {
 	var parts []string
 	for s := Delivered; s <= Incomplete; s++ {
-		if shown[s.Symbol()] {
+		switch {
+		case !shown[s.Symbol()]:
+		case s == Delivered && roundTrip:
+			parts = append(parts, s.Symbol()+" answered")
+		default:
 			parts = append(parts, s.Symbol()+" "+s.String())
 		}
 	}

@@ -136,10 +136,10 @@ func TestCells(t *testing.T) {
 	}{
 		{"empty", Grid{}, nil},
 		{"no ports", Grid{Sources: []string{"a"}, Destinations: []string{"b"}}, nil},
-		{"only itself", Grid{[]string{"a"}, []string{"a"}, []Port{tcp80}}, nil},
+		{"only itself", Grid{Sources: []string{"a"}, Destinations: []string{"a"}, Ports: []Port{tcp80}}, nil},
 		{
 			"row-major, self skipped",
-			Grid{[]string{"a", "b"}, []string{"a", "b", "c"}, []Port{tcp80, udp53}},
+			Grid{Sources: []string{"a", "b"}, Destinations: []string{"a", "b", "c"}, Ports: []Port{tcp80, udp53}},
 			[]string{
 				"a → b tcp/80", "a → b udp/53", "a → c tcp/80", "a → c udp/53",
 				"b → a tcp/80", "b → a udp/53", "b → c tcp/80", "b → c udp/53",

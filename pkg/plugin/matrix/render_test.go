@@ -133,3 +133,19 @@ func TestRenderReturnsWriteErrors(t *testing.T) {
 		t.Errorf("WriteExpected = %v, want the writer's error", err)
 	}
 }
+
+// With round trips, ✓ is an answer that came back: the legend says so.
+func TestRenderLegendOfARoundTrip(t *testing.T) {
+	g, states := small()
+	for _, rt := range []bool{false, true} {
+		g.RoundTrip = rt
+		var b bytes.Buffer
+		if err := g.Render(&b, states); err != nil {
+			t.Fatal(err)
+		}
+		want := map[bool]string{false: "✓ delivered  ✗ dropped", true: "✓ answered  ✗ dropped"}[rt]
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("round trip %v: no %q in the legend:\n%s", rt, want, b.String())
+		}
+	}
+}
