@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
@@ -109,6 +110,9 @@ completed), 1 bad input (nothing created), 2 a cell differs from the file,
 // Complete parses the ports and reads the expected-matrix file. It reads
 // no kubeconfig.
 func (o *MatrixOptions) Complete() error {
+	if _, err := labels.Parse(o.selector); err != nil {
+		return exitcode.UsageErrorf("-l %q: %w: give a label selector as kubectl get -l takes it (app=web, tier in (web,api))", o.selector, err)
+	}
 	for _, s := range o.ports {
 		p, err := matrix.ParsePort(s)
 		if err != nil {

@@ -56,6 +56,7 @@ func TestMatrixBadInputCreatesNothing(t *testing.T) {
 		connects bool
 	}{
 		{"a port that is not a port", []string{"--port", "tcp/0"}, `--port "tcp/0": `, false},
+		{"a selector that is not one", []string{"-l", "app=(web"}, `-l "app=(web": `, false},
 		{"a port of no protocol", []string{"--port", "sctp/80"}, `--port "sctp/80": `, false},
 		{"no expected file", []string{"--expect-file", filepath.Join(dir, "none.yaml")}, "--expect-file: open " + dir, false},
 		{"selector matching no pod", []string{"-l", "app=ghost"}, "selector app=ghost: 0 Ready pods on the pod network in namespace mx", true},
