@@ -16,6 +16,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
 )
 
 // matrixCell is one object of `kubectl traceflow matrix -o json`.
@@ -87,8 +89,8 @@ func TestMatrixAgreesWithRealTraffic(t *testing.T) {
 	requireLab(t)
 	ns := namespace(t, "matrix")
 	matrixNamespace(t, ns, "from: [{podSelector: {matchLabels: {app: client}}}]")
-	pods := waitPods(t, ns, "client-1", "web-1", "web-2")
-	waitMatrixPolicies(t, ns, pods["web-2"].Status.PodIP)
+	ips := podIPs(waitPods(t, ns, "client-1", "web-1", "web-2"))
+	waitMatrixPolicies(t, ns, ips)
 	r := runMatrix(t, "-n", ns, "-o", "json")
 	if r.code != 0 {
 		t.Fatalf("exit %d, want 0 (every cell completed)", r.code)
@@ -97,10 +99,6 @@ func TestMatrixAgreesWithRealTraffic(t *testing.T) {
 	// pods declaring none. Three pods, two destinations each.
 	if len(r.cells) != 12 {
 		t.Fatalf("%d cells, want 12 (3 pods x 2 destinations x tcp/80, tcp/81)", len(r.cells))
-	}
-	ips := map[string]string{}
-	for name, p := range pods {
-		ips[name] = p.Status.PodIP
 	}
 	real := realTrafficOfCells(t, ns, r.cells, ips)
 	states := map[string]int{}
@@ -120,19 +118,48 @@ func TestMatrixAgreesWithRealTraffic(t *testing.T) {
 	assertNothingLeft(t)
 }
 
-// waitMatrixPolicies waits until the dataplane enforces the matrix's
-// policies: client-1 reaches web-2 on TCP 80, and web-1 does not.
-func waitMatrixPolicies(t testing.TB, ns, web2 string) {
+// waitMatrixPolicies waits until the dataplane enforces each of the
+// matrix's rules on each node it applies on: the cells are traced once,
+// and their real traffic is sent after, so a rule still on its way when
+// the matrix runs would show as a disagreement. Each want is a source,
+// a destination's address and port, and the real outcome.
+func waitMatrixPolicies(t testing.TB, ns string, ips map[string]string) {
 	t.Helper()
-	eventually(t, 30*time.Second, "the matrix's policies in force", func() error {
-		if out, err := execIn(ns, "client-1", "get", "-timeout", "1s", "http://"+web2+"/"); err != nil {
-			return fmt.Errorf("client-1 -> web-2:80 not served yet: %w %s", err, out)
-		}
-		if out, err := execIn(ns, "web-1", "get", "-timeout", "1s", "http://"+web2+"/"); err == nil {
-			return fmt.Errorf("web-1 -> web-2:80 still served: %s", out)
+	waitRealTraffic(t, ns, []matrixWant{
+		{"client-1", "web-1", 80, served}, {"client-1", "web-2", 80, served}, // allow-web, both nodes
+		{"web-1", "web-2", 80, timedOut}, {"web-2", "client-1", 80, timedOut}, // deny-all, both nodes
+		{"web-2", "client-1", 81, refused}, // allow-client: allowed, nothing listens
+	}, ips)
+}
+
+// matrixWant is one flow of real traffic and the outcome it must meet.
+type matrixWant struct {
+	from, to string
+	port     int
+	want     outcome
+}
+
+// waitRealTraffic waits until every flow of wants meets its outcome.
+func waitRealTraffic(t testing.TB, ns string, wants []matrixWant, ips map[string]string) {
+	t.Helper()
+	eventually(t, 60*time.Second, "the matrix's policies in force on both nodes", func() error {
+		for _, w := range wants {
+			out, _ := execIn(ns, w.from, "get", "-timeout", "1s", fmt.Sprintf("http://%s:%d/", ips[w.to], w.port))
+			if !strings.Contains(out, "result="+string(w.want)+" ") {
+				return fmt.Errorf("%s -> %s:%d wants %s, got %q", w.from, w.to, w.port, w.want, strings.TrimSpace(out))
+			}
 		}
 		return nil
 	})
+}
+
+// podIPs are the pods' addresses by name.
+func podIPs(pods map[string]*corev1.Pod) map[string]string {
+	ips := map[string]string{}
+	for name, p := range pods {
+		ips[name] = p.Status.PodIP
+	}
+	return ips
 }
 
 // realTrafficOfCells is the real traffic of every cell, sent from its
@@ -170,8 +197,8 @@ func TestMatrixExpectedFile(t *testing.T) {
 	ns := namespace(t, "matrix-expect")
 	fromClient := "from: [{podSelector: {matchLabels: {app: client}}}]"
 	matrixNamespace(t, ns, fromClient)
-	pods := waitPods(t, ns, "client-1", "web-1", "web-2")
-	waitMatrixPolicies(t, ns, pods["web-2"].Status.PodIP)
+	ips := podIPs(waitPods(t, ns, "client-1", "web-1", "web-2"))
+	waitMatrixPolicies(t, ns, ips)
 	dir := t.TempDir()
 	file := filepath.Join(dir, "matrix.yaml")
 	ports := []string{"-n", ns, "--port", "tcp/80", "--port", "tcp/81"}
@@ -188,12 +215,7 @@ func TestMatrixExpectedFile(t *testing.T) {
 	// web-2 now takes TCP 80 from web pods only: client-1's two cells to
 	// the web pods on 80 turn red, and nothing else.
 	apply(t, matrixPolicies(ns, "from: [{podSelector: {matchLabels: {app: nobody}}}]"))
-	eventually(t, 30*time.Second, "the changed policy in force", func() error {
-		if out, err := execIn(ns, "client-1", "get", "-timeout", "1s", "http://"+pods["web-2"].Status.PodIP+"/"); err == nil {
-			return fmt.Errorf("client-1 -> web-2:80 still served: %s", out)
-		}
-		return nil
-	})
+	waitRealTraffic(t, ns, []matrixWant{{"client-1", "web-1", 80, timedOut}, {"client-1", "web-2", 80, timedOut}}, ips)
 	report := filepath.Join(dir, "matrix.xml")
 	r = runMatrix(t, append(ports, "--expect-file", file, "--junit", report)...)
 	if r.code != 2 {
