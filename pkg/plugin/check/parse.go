@@ -90,26 +90,9 @@ type defaults struct {
 }
 
 func (p *parser) suite(doc *yaml.Node) (*Suite, error) {
-	root := doc
-	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
-		root = root.Content[0]
-	}
-	top, err := p.fields(root, "", fieldsTop...)
+	root, top, err := Header(doc, p.errf, APIVersion, Kind, "a suite", fieldsTop...)
 	if err != nil {
 		return nil, err
-	}
-	for _, f := range []struct{ key, want string }{{"apiVersion", APIVersion}, {"kind", Kind}} {
-		n, ok := top[f.key]
-		if !ok {
-			return nil, p.errf(root, f.key, "missing: a suite starts with apiVersion: %s and kind: %s", APIVersion, Kind)
-		}
-		v, err := p.str(n, f.key)
-		if err != nil {
-			return nil, err
-		}
-		if v != f.want {
-			return nil, p.errf(n, f.key, "%q is not known; this version of kubectl traceflow reads %s", v, f.want)
-		}
 	}
 	d := defaults{expect: outcome.ExpectDelivered}
 	if n, ok := top["defaults"]; ok {

@@ -66,6 +66,32 @@ func SyntaxError(file string, err error) error {
 	return Errorf(Pos{file, max(line, 1)}, "", "YAML syntax: %s", msg)
 }
 
+// Header reads a versioned file's top mapping: only the known fields, and
+// apiVersion and kind present with the values this version reads. what
+// names the file for the message of a missing one ("a suite").
+func Header(doc *yaml.Node, errf ErrAt, apiVersion, kind, what string, known ...string) (root *yaml.Node, top map[string]*yaml.Node, err error) {
+	root = doc
+	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
+		root = root.Content[0]
+	}
+	if top, err = Fields(root, "", errf, known...); err != nil {
+		return nil, nil, err
+	}
+	for _, f := range []struct{ key, want string }{{"apiVersion", apiVersion}, {"kind", kind}} {
+		n, ok := top[f.key]
+		if !ok {
+			return nil, nil, errf(root, f.key, "missing: %s starts with apiVersion: %s and kind: %s", what, apiVersion, kind)
+		}
+		if n.Kind != yaml.ScalarNode || n.Tag == "!!null" {
+			return nil, nil, errf(n, f.key, "want a string, got %s", KindName(n))
+		}
+		if n.Value != f.want {
+			return nil, nil, errf(n, f.key, "%q is not known; this version of kubectl traceflow reads %s", n.Value, f.want)
+		}
+	}
+	return root, top, nil
+}
+
 // ErrAt makes the error of a field at a node; each reader's adds what it
 // knows (check's the case's name).
 type ErrAt func(n *yaml.Node, field, format string, a ...any) *Error

@@ -93,26 +93,9 @@ func (p *parser) scalar(n *yaml.Node, field, what string) (string, error) {
 }
 
 func (p *parser) expected(doc *yaml.Node) (*Expected, error) {
-	root := doc
-	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
-		root = root.Content[0]
-	}
-	top, err := p.fields(root, "", fieldsTop...)
+	root, top, err := check.Header(doc, p.errf, APIVersion, Kind, "an expected matrix", fieldsTop...)
 	if err != nil {
 		return nil, err
-	}
-	for _, f := range []struct{ key, want string }{{"apiVersion", APIVersion}, {"kind", Kind}} {
-		n, ok := top[f.key]
-		if !ok {
-			return nil, p.errf(root, f.key, "missing: an expected matrix starts with apiVersion: %s and kind: %s", APIVersion, Kind)
-		}
-		v, err := p.scalar(n, f.key, "a string")
-		if err != nil {
-			return nil, err
-		}
-		if v != f.want {
-			return nil, p.errf(n, f.key, "%q is not known; this version of kubectl traceflow reads %s", v, f.want)
-		}
 	}
 	e := &Expected{File: p.file, Cells: map[Cell]Want{}, podsAt: map[Cell][2]check.Pos{}}
 	if n, ok := top["namespace"]; ok {
