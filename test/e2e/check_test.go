@@ -22,11 +22,14 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/labels"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/traceflow"
 )
 
 // checkCase is one object of `kubectl traceflow check -o json`.
@@ -135,13 +138,18 @@ func TestCheckSuitePasses(t *testing.T) {
 		t.Fatal(err)
 	}
 	report := filepath.Join(dir, "report.xml")
-	pods := watchHelperPods(t)
+	pods, records := watchHelperPods(t), watchRecords(t)
 	start := time.Now()
 	r := runCheck(t, "", "-f", file, "--junit", report)
 	t.Logf("25 cases, %d traces in %s", len(r.cases), time.Since(start).Round(time.Millisecond))
 	// One shared helper per node served all 27 traces.
 	if created := pods(); len(created) != len(labNodes) {
 		t.Errorf("helper pods created: %v, want one per node (%d)", created, len(labNodes))
+	}
+	// Nobody reads a suite's records: they stay in the plugin, sparing the
+	// API server a create, a status write per hop and a delete per trace.
+	if created := records(); len(created) != 0 {
+		t.Errorf("trace records created: %v, want none (a suite keeps none)", created)
 	}
 	if r.code != 0 {
 		t.Errorf("exit %d, want 0", r.code)
@@ -170,13 +178,27 @@ func TestCheckSuitePasses(t *testing.T) {
 // namespace/name.
 func watchHelperPods(t testing.TB) func() []string {
 	t.Helper()
+	return watchCreated(t, corev1.SchemeGroupVersion.WithResource("pods"))
+}
+
+// watchRecords watches the creation of trace records (Traceflow objects
+// the plugin labels as its own) from now on, as watchHelperPods does pods.
+func watchRecords(t testing.TB) func() []string {
+	t.Helper()
+	return watchCreated(t, traceflow.GroupVersionResource)
+}
+
+// watchCreated watches the creation of the plugin's objects of one
+// resource, in every namespace, from now on; the returned func stops the
+// watch and lists the objects created, by namespace/name.
+func watchCreated(t testing.TB, res schema.GroupVersionResource) func() []string {
+	t.Helper()
 	cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(stateDir(), "kubeconfig"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	cs := kubernetes.NewForConfigOrDie(cfg)
 	ctx, cancel := context.WithCancel(context.Background())
-	w, err := cs.CoreV1().Pods("").Watch(ctx, metav1.ListOptions{LabelSelector: labels.Selector})
+	w, err := dynamic.NewForConfigOrDie(cfg).Resource(res).Watch(ctx, metav1.ListOptions{LabelSelector: labels.Selector})
 	if err != nil {
 		cancel()
 		t.Fatal(err)
@@ -186,8 +208,8 @@ func watchHelperPods(t testing.TB) func() []string {
 	go func() {
 		defer close(done)
 		for e := range w.ResultChan() {
-			if p, ok := e.Object.(*corev1.Pod); ok && e.Type == watch.Added {
-				seen[p.Namespace+"/"+p.Name] = true
+			if o, ok := e.Object.(*unstructured.Unstructured); ok && e.Type == watch.Added {
+				seen[o.GetNamespace()+"/"+o.GetName()] = true
 			}
 		}
 	}()

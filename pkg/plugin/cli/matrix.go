@@ -19,7 +19,6 @@ import (
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/check"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/exitcode"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/matrix"
-	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/tracerun"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/view"
 )
 
@@ -193,9 +192,6 @@ func (o *MatrixOptions) Run(ctx context.Context) error {
 	}
 	started := time.Now()
 	tracing := o.run.tracing(clients)
-	// Nobody reads a matrix cell's record: it stays in the plugin. The
-	// engine choice rests on facts read once per set of nodes.
-	tracing.Options.RecordInMemory, tracing.Options.Facts = true, tracerun.NewFactsCache()
 	closePool := tracing.ShareHelpers(ctx, o.run.shareHelpers, traces, o.run.parallel, "tfmatrix-"+o.run.deps.Suffix())
 	rep := newMatrixReporter(o, clients, g, traces, cells)
 	runner := &check.Runner{Parallel: o.run.parallel, Now: time.Now, Run: tracing.RunFunc(), Progress: rep.progress}
