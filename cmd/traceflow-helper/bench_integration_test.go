@@ -9,6 +9,7 @@ import (
 	"io"
 	"os/exec"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -83,6 +84,36 @@ func (s *started) result(b *testing.B) report.Line {
 
 type samples []time.Duration
 
+// stepSamples collects the ready lines' setup steps, by role and step, in
+// the order first seen.
+type stepSamples struct {
+	order []string
+	by    map[string]samples
+}
+
+func (st *stepSamples) add(role string, l report.Line) {
+	if st.by == nil {
+		st.by = map[string]samples{}
+	}
+	for _, s := range l.Ready.Setup {
+		name := role + "-" + strings.NewReplacer("/", "-", " ", "-", "'", "").Replace(s.Step)
+		if _, ok := st.by[name]; !ok {
+			st.order = append(st.order, name)
+		}
+		st.by[name] = append(st.by[name], time.Duration(s.Micros)*time.Microsecond)
+	}
+}
+
+// report reports each step's median: where the time before the probe is
+// injected goes, step by step.
+func (st *stepSamples) report(b *testing.B) {
+	for _, name := range st.order {
+		s := st.by[name]
+		sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+		b.ReportMetric(float64(s[len(s)/2].Microseconds())/1000, name+"-p50-ms")
+	}
+}
+
 func (s samples) report(b *testing.B, name string) {
 	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
 	if len(s) == 0 {
@@ -102,6 +133,7 @@ func BenchmarkIntegrationHelper(b *testing.B) {
 	b.Run("one-node", func(b *testing.B) {
 		n, a, pb := newNode(b)
 		var ready, verdict samples
+		var steps stepSamples
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
 			tag := fmt.Sprint(1 + i%62)
@@ -113,9 +145,11 @@ func BenchmarkIntegrationHelper(b *testing.B) {
 			}
 			ready = append(ready, s.ready)
 			verdict = append(verdict, r.Time.Sub(s.readyLine.Time))
+			steps.add("sender", s.readyLine)
 		}
 		ready.report(b, "ready")
 		verdict.report(b, "verdict")
+		steps.report(b)
 	})
 	b.Run("two-nodes", func(b *testing.B) {
 		n, a, _ := newNode(b)
@@ -125,6 +159,7 @@ func BenchmarkIntegrationHelper(b *testing.B) {
 		n.Pipeline()
 		n2.Pipeline()
 		var ready, verdict samples
+		var steps stepSamples
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
 			tag := fmt.Sprint(1 + i%62)
@@ -140,8 +175,11 @@ func BenchmarkIntegrationHelper(b *testing.B) {
 			}
 			ready = append(ready, rcv.ready, snd.ready)
 			verdict = append(verdict, r.Time.Sub(snd.readyLine.Time))
+			steps.add("receiver", rcv.readyLine)
+			steps.add("sender", snd.readyLine)
 		}
 		ready.report(b, "ready")
 		verdict.report(b, "verdict")
+		steps.report(b)
 	})
 }

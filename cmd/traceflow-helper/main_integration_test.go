@@ -108,6 +108,7 @@ func TestIntegrationCLIExitCodes(t *testing.T) {
 	if r := lines[0].Ready; r.HelperVersion == "" || r.Tag != 7 || r.Node != "node1" || r.SourcePort != a.Port {
 		t.Errorf("ready line %+v", r)
 	}
+	checkSetupSteps(t, lines[0].Ready.Setup, "ovsdb snapshot", "openflow connect", "table names", "source port", "ofproto/trace", "flow dumps", "plan", "install", "other")
 	for _, proto := range [][]string{{"--icmp"}, {"--udp", "53"}} {
 		if code, lines, stderr = runHelper(t, append(append([]string{"trace", "--source-pod", "default/pod-a", "--destination", b.IP.String(), "--tag", "6"}, proto...), base...)...); code != 0 {
 			t.Errorf("%v trace: exit %d: %+v %s", proto, code, lines, stderr)
@@ -271,5 +272,21 @@ func TestIntegrationCLIFindsOVNKubernetesPod(t *testing.T) {
 		"--destination", b.IP.String(), "--tag", "9")
 	if code != 0 || lines[0].Ready == nil || !strings.Contains(lines[0].Ready.PortMatch, "ovn-kubernetes") {
 		t.Fatalf("exit %d, lines %+v, stderr %s", code, lines, stderr)
+	}
+}
+
+// checkSetupSteps checks that a ready line times the setup's steps, in
+// the order want gives, each once, and nothing else.
+func checkSetupSteps(t *testing.T, steps []report.Step, want ...string) {
+	t.Helper()
+	var got []string
+	for _, st := range steps {
+		if st.Micros < 0 {
+			t.Errorf("step %q took %d µs", st.Step, st.Micros)
+		}
+		got = append(got, st.Step)
+	}
+	if strings.Join(got, ", ") != strings.Join(want, ", ") {
+		t.Errorf("setup steps %v, want %v", got, want)
 	}
 }

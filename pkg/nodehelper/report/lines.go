@@ -152,6 +152,15 @@ type Ready struct {
 	// pipeline has names of its own that the helper could not read (OVN's
 	// southbound database out of reach).
 	Naming string `json:"naming,omitempty"`
+	// Setup is what the helper's setup spent, step by step, before this
+	// line: where a trace's time goes before the probe is injected.
+	Setup []Step `json:"setup,omitempty"`
+}
+
+// Step is one step of a helper's setup and the time it took.
+type Step struct {
+	Step   string `json:"step"`
+	Micros int64  `json:"us"`
 }
 
 // Hop is OVS's account of one table visit.

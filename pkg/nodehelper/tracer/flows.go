@@ -109,12 +109,14 @@ func (s *session) send(ctx context.Context, msgs [][]byte, revalidate bool) erro
 	if err := s.of.Barrier(ctx); err != nil {
 		return fmt.Errorf("install observation flows: %w", err)
 	}
+	s.timed("install")
 	if !revalidate {
 		return nil
 	}
 	if err := s.revalidated(ctx); err != nil {
 		return fmt.Errorf("wait for OVS to revalidate its flow cache: %w", err)
 	}
+	s.timed("revalidate")
 	return nil
 }
 

@@ -139,6 +139,7 @@ func (s *session) plan(ctx context.Context, p *path, from int, revalidate bool) 
 		p.siblings = map[int][]openflow.FlowDesc{}
 	}
 	maps.Copy(p.siblings, plan.Siblings)
+	s.timed("plan")
 	return plan, s.install(ctx, plan, revalidate)
 }
 
@@ -150,6 +151,7 @@ func (s *session) buildPlan(ctx context.Context, p *path, from int) (Plan, error
 	if err != nil {
 		return Plan{}, err
 	}
+	s.timed("flow dumps")
 	in := PlanInput{Trace: p.t, Flows: flows, Tag: s.c.Tag, EthType: p.ethType, Cookie: s.cookie,
 		ControllerID: s.ctlID, HardTimeout: s.c.hardTimeout(), From: from, MarkHop: -1}
 	if p.open {

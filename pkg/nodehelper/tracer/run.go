@@ -94,6 +94,11 @@ type session struct {
 	cookie    uint64
 	ctlID     uint16
 	start     time.Time
+	// steps time the setup up to the ready line (timed), from stepped;
+	// readied: the ready line has gone, later steps are not kept.
+	steps   []report.Step
+	stepped time.Time
+	readied bool
 	// foreign counts packet-ins that were not this trace's.
 	foreign int
 	// probeSrcPort is the probe's TCP/UDP source port, 0 where unknown
@@ -201,11 +206,13 @@ func open(ctx context.Context, c Common) (*session, error) {
 		c.Logf = func(string, ...any) {}
 	}
 	s := &session{c: c, start: time.Now(), hostAddrs: interfaceAddrs}
+	s.stepped = s.start
 	node, err := ovsdb.Snapshot(ctx, "unix:"+filepath.Join(c.Rundir, "db.sock"))
 	if err != nil {
 		return nil, setupErr("%w", err)
 	}
 	s.node = node
+	s.timed("ovsdb snapshot")
 	if s.br, err = node.Bridge(c.Bridge); err != nil {
 		return nil, setupErr("%w", err)
 	}
@@ -218,16 +225,31 @@ func open(ctx context.Context, c Common) (*session, error) {
 	if err := s.dial(ctx); err != nil {
 		return nil, err
 	}
+	s.timed("openflow connect")
 	tables, err := readTableNames(ctx, s.of)
 	if err != nil {
 		s.of.Close()
 		return nil, setupErr("%w", err)
 	}
 	s.names, s.tables = tables, tables
+	s.timed("table names")
 	if s.ovnRemote != "" {
 		s.names, s.naming = readOVNNames(ctx, tables, s.ovnRemote, c.Logf)
+		s.timed("ovn names")
 	}
 	return s, nil
+}
+
+// timed ends a step of the setup: the time since the last one ended (or
+// the session opened) goes to the ready line under name. Steps after the
+// ready line (a continuation's) are not kept: the ready line has gone.
+func (s *session) timed(name string) {
+	if s.readied {
+		return
+	}
+	now := time.Now()
+	s.steps = append(s.steps, report.Step{Step: name, Micros: now.Sub(s.stepped).Microseconds()})
+	s.stepped = now
 }
 
 // dial gives s its cookie and controller id and opens its OpenFlow
@@ -254,6 +276,7 @@ func (s *session) beside(ctx context.Context, c Common) (*session, error) {
 	}
 	b := &session{c: c, start: time.Now(), hostAddrs: s.hostAddrs, br: s.br, ovs: s.ovs,
 		names: s.names, tables: s.tables, naming: s.naming, ovnRemote: s.ovnRemote}
+	b.stepped = b.start
 	if err := b.dial(ctx); err != nil {
 		return nil, err
 	}
@@ -312,10 +335,12 @@ func (s *session) cleanup() {
 }
 
 func (s *session) ready(role report.Role, flows int, port, match string) error {
+	s.timed("other")
+	s.readied = true
 	return s.c.Out.Write(report.Line{Type: report.TypeReady, Ready: &report.Ready{
 		Node: s.c.Node, HelperVersion: version.Version, Mode: role, Bridge: s.c.Bridge, Tag: s.c.Tag,
 		Cookie: fmt.Sprintf("%#x", s.cookie), ControllerID: s.ctlID, Flows: flows,
-		SourcePort: port, PortMatch: match, Naming: s.naming,
+		SourcePort: port, PortMatch: match, Naming: s.naming, Setup: s.steps,
 	}})
 }
 

@@ -81,6 +81,7 @@ func Trace(ctx context.Context, spec TraceSpec) (Outcome, error) {
 	if err != nil {
 		return Outcome{ExitCode: ExitSetup}, setupErr("%w", err)
 	}
+	s.timed("source port")
 	if up != nil {
 		if err := s.throughUplink(ctx, up, src, pkt); err != nil {
 			return Outcome{ExitCode: ExitSetup}, setupErr("%w", err)
@@ -95,6 +96,7 @@ func Trace(ctx context.Context, spec TraceSpec) (Outcome, error) {
 	if err != nil {
 		return Outcome{ExitCode: ExitSetup}, setupErr("ask OVS for its trace of the probe: %w", err)
 	}
+	s.timed("ofproto/trace")
 	s.watchKernel(t)
 	ethType := uint16(0x0800)
 	if ps.DstIP.Is6() {
@@ -104,6 +106,9 @@ func Trace(ctx context.Context, spec TraceSpec) (Outcome, error) {
 	reply, err := s.armReply(ctx, spec, ps)
 	if err != nil {
 		return reply.after(Outcome{ExitCode: ExitSetup}, err)
+	}
+	if reply != nil {
+		s.timed("answer's catch")
 	}
 	// Only passes after a recirculation go through the datapath's cache:
 	// the packet-out's first pass is translated afresh. The answer's catch
