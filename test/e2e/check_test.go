@@ -34,11 +34,11 @@ import (
 
 // checkCase is one object of `kubectl traceflow check -o json`.
 type checkCase struct {
-	Case, File, Verdict, Message, Node, Table, NetworkPolicy, Trace string
-	Source, Destination, Packet                                     string
-	Line, ExitCode                                                  int
-	Passed                                                          bool
-	Tag                                                             uint8
+	Case, File, Verdict, Reply, Message, Node, Table, NetworkPolicy, Trace string
+	Source, Destination, Packet                                            string
+	Line, ExitCode                                                         int
+	Passed                                                                 bool
+	Tag                                                                    uint8
 }
 
 type checkRun struct {

@@ -5,12 +5,15 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/check"
 )
 
 // Issue 26, done-when 8: round trips leave real connections between the
@@ -20,6 +23,11 @@ import (
 // meet conntrack like any first packet of a connection: each node keeps
 // their entry, closed by the source's RST to the unexpected SYN-ACK, for
 // the datapath's closed-connection timeout; see the README.)
+//
+// Two of the traces are single runs, each with helper pods of its own;
+// the other 18 are a check suite's, on shared helpers, several at once:
+// the same probes and answers, the same conntrack entries, closer
+// together, in a fraction of the time.
 //
 // The pods are the test's own: the loop leaves a conntrack entry per
 // connection for a while, and the datapath's conntrack may refuse a later
@@ -34,13 +42,28 @@ func TestRoundTripLeavesRealConnectionsAlone(t *testing.T) {
 	pods := waitPods(t, ns, "a", "b")
 	b := pods["b"].Status.PodIP
 	stop := startSoak(t, kubectlEnv(), "kubectl", "exec", "-i", "-n", ns, "a", "--", "/workload", "soak", "-timeout", oracleTimeout, "http://"+b+":80/")
-	for i := range 20 {
+	const single, suite = 2, 18
+	for i := range single {
 		r := runTrace(t, "-n", ns, "a", "b", "--tcp", "80", "--round-trip")
 		if r.code != 0 {
 			t.Errorf("round trip %d: exit %d, want 0 (answered)", i, r.code)
 		}
 	}
-	stop(20)
+	var cases strings.Builder
+	for i := range suite {
+		fmt.Fprintf(&cases, "- {name: round trip %d, from: {pod: a}, to: {pod: b}, port: 80}\n", single+i)
+	}
+	r := runCheck(t, fmt.Sprintf("apiVersion: %s\nkind: %s\ndefaults: {namespace: %s, roundTrip: true}\ncases:\n%s",
+		check.APIVersion, check.Kind, ns, cases.String()), "-f", "-")
+	if r.code != 0 || len(r.cases) != suite {
+		t.Errorf("the suite of %d round trips: exit %d with %d results, want 0 (every one answered) with %d", suite, r.code, len(r.cases), suite)
+	}
+	for _, c := range r.cases {
+		if !c.Passed || c.Reply != "Answered" {
+			t.Errorf("%q: %s, answer %q (%s), want answered", c.Case, c.Verdict, c.Reply, c.Message)
+		}
+	}
+	stop(single + suite)
 	assertNothingLeft(t)
 }
 
