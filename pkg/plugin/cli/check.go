@@ -309,10 +309,7 @@ func (o *CheckOptions) tracing(clients *Clients) *check.Tracing {
 	t.Options.Engine, t.Options.HelperImage, t.Options.HelperNamespace = o.engine, o.helperImage, o.helperNamespace
 	t.Options.OVSRunDir, t.Options.Bridge = o.ovsRunDir, o.bridge
 	t.Options.Abandon = newAbandoner(o.deps.Abandon, cleanupTail(o.helperNamespace, t.Options.Keep, o.configFlags))
-	// Nobody reads a run's records unless it keeps them (--keep, through
-	// --all-endpoints): they stay in the plugin. The engine choice rests on
-	// facts read once per set of nodes.
-	t.Options.RecordInMemory, t.Options.Facts = true, tracerun.NewFactsCache()
+	t.Options.ManyTraces()
 	return t
 }
 

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -62,6 +63,50 @@ type Allocator struct {
 	// Nonce makes each claim's holder identity unique, so that two claims
 	// of one trace name (a retried trace) are never the same holder.
 	Nonce func() string
+	// Local, where set, is shared by the allocators of one run (a check
+	// suite's, a matrix's traces): a tag one of them holds or is claiming
+	// is skipped without asking the API server.
+	Local *Local
+}
+
+// Local is the set of tags that allocators sharing it hold or are
+// claiming. Without it, a run of many traces at once asks the API server
+// about its own tags again and again: each such try is a create refused,
+// a read of the Lease and a read of the server's clock, only to learn
+// that the tag is taken. A tag the run holds is taken by definition; one
+// that it does not hold is still claimed through the API server, the
+// only judge of what other plugins hold.
+type Local struct {
+	mu   sync.Mutex
+	busy map[uint8]bool
+}
+
+// NewLocal returns an empty set.
+func NewLocal() *Local { return &Local{busy: map[uint8]bool{}} }
+
+// take marks tag as the caller's to try, or reports false if another
+// allocator of the run holds or is trying it. A nil Local takes every tag.
+func (l *Local) take(tag uint8) bool {
+	if l == nil {
+		return true
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.busy[tag] {
+		return false
+	}
+	l.busy[tag] = true
+	return true
+}
+
+// put gives tag back to the run.
+func (l *Local) put(tag uint8) {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.busy, tag)
 }
 
 // Claim is a held tag. Release gives it back.
@@ -72,6 +117,8 @@ type Claim struct {
 	name   string
 	uid    types.UID
 	owner  Leases
+	// local is the run's set the tag goes back to on Release (nil: none).
+	local *Local
 	// renewEvery is Hold's period (ClaimDuration/3 when zero).
 	renewEvery time.Duration
 }
@@ -88,16 +135,19 @@ func (a *Allocator) Acquire(ctx context.Context, trace string, ttl time.Duration
 	var now *time.Time // the server's clock, read once, only if a tag is taken
 	for i := range pool {
 		tag := pool[(start+i)%len(pool)]
-		if inUse[tag] {
+		if inUse[tag] || !a.Local.take(tag) {
 			continue
 		}
 		c, err := a.try(ctx, tag, trace, ttl, &now)
 		if err != nil {
+			a.Local.put(tag)
 			return nil, err
 		}
 		if c != nil {
+			c.local = a.Local
 			return c, nil
 		}
+		a.Local.put(tag)
 	}
 	return nil, ErrExhausted
 }
@@ -232,8 +282,11 @@ func (c *Claim) Hold(ctx context.Context, local func() time.Time) {
 	}
 }
 
-// Release deletes the claim, only if it is still ours (same UID).
+// Release deletes the claim, only if it is still ours (same UID), and
+// gives the tag back to the run's set. Should the delete fail, the Lease
+// expires by itself, and the run's next try of the tag asks the API server.
 func (c *Claim) Release(ctx context.Context) error {
+	defer c.local.put(c.Tag)
 	uid := c.uid
 	err := c.owner.Delete(ctx, c.name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {

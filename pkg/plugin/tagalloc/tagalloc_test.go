@@ -326,3 +326,123 @@ func TestHoldRenewsUntilTheClaimIsNotOurs(t *testing.T) {
 		t.Fatal("Hold went on renewing a claim that is not ours")
 	}
 }
+
+// verbs counts the creates and gets on leases the fake has seen (the
+// fake's clock is read without a request).
+func verbs(cs *fake.Clientset) (create, get int) {
+	for _, a := range cs.Actions() {
+		switch a.GetVerb() {
+		case "create":
+			create++
+		case "get":
+			get++
+		}
+	}
+	return create, get
+}
+
+// Allocators sharing a Local skip the tags the run holds without asking
+// the API server; a tag another plugin holds is still asked about (the
+// API server alone knows it), and a tag the run gives back is taken again.
+func TestLocalSkipsTheRunsOwnTags(t *testing.T) {
+	s := newServer(t0)
+	run := NewLocal()
+	first, second := s.alloc(), s.alloc()
+	first.Local, second.Local = run, run
+	// Another plugin holds the third tag of the pool, live.
+	other := s.alloc()
+	if _, err := other.Acquire(context.Background(), "other", time.Minute, map[uint8]bool{3: true, 5: true}); err != nil {
+		t.Fatal(err)
+	}
+	a, err := first.Acquire(context.Background(), "a", time.Minute, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := second.Acquire(context.Background(), "b", time.Minute, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Tag != 3 || b.Tag != 5 {
+		t.Fatalf("tags %d and %d, want 3 and 5", a.Tag, b.Tag)
+	}
+	// 3 creates: the other plugin's, a's, b's. The run's own tag 3 was
+	// never asked about again.
+	if c, g := verbs(s.cs); c != 3 || g != 0 {
+		t.Errorf("%d creates and %d gets, want 3 and 0: %v", c, g, s.cs.Actions())
+	}
+	s.cs.ClearActions()
+	c, err := first.Acquire(context.Background(), "c", time.Minute, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 9 is the other plugin's: asked (create refused, read, clock), then 13.
+	if c.Tag != 13 {
+		t.Fatalf("tag %d, want 13 (3 and 5 the run's, 9 another plugin's)", c.Tag)
+	}
+	if cr, g := verbs(s.cs); cr != 2 || g != 1 {
+		t.Errorf("%d creates and %d gets, want 2 and 1 (tag 9 asked about, 13 claimed): %v", cr, g, s.cs.Actions())
+	}
+	if err := a.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	d, err := second.Acquire(context.Background(), "d", time.Minute, nil)
+	if err != nil || d.Tag != 3 {
+		t.Fatalf("after a's release: tag %v (%v), want 3 again", d, err)
+	}
+}
+
+// A try that fails (the tag is another plugin's, or the API server says
+// no) leaves the tag free for the run's next try.
+func TestLocalForgetsFailedTries(t *testing.T) {
+	s := newServer(t0)
+	run := NewLocal()
+	other := s.alloc()
+	held, err := other.Acquire(context.Background(), "other", time.Minute, nil)
+	if err != nil || held.Tag != 3 {
+		t.Fatalf("the other plugin's claim: %v %v", held, err)
+	}
+	mine := s.alloc()
+	mine.Local = run
+	got, err := mine.Acquire(context.Background(), "a", time.Minute, nil)
+	if err != nil || got.Tag != 5 {
+		t.Fatalf("claim %v %v, want 5", got, err)
+	}
+	if err := held.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	again, err := mine.Acquire(context.Background(), "b", time.Minute, nil)
+	if err != nil || again.Tag != 3 {
+		t.Fatalf("claim %v %v, want 3, given up by the other plugin", again, err)
+	}
+}
+
+// Many traces of one run claiming at once get distinct tags, each with one
+// create: none of them asks about a tag another trace of the run holds.
+func TestLocalConcurrentClaimsOneCreateEach(t *testing.T) {
+	s := newServer(t0)
+	run := NewLocal()
+	var mu sync.Mutex
+	got := map[uint8]bool{}
+	var wg sync.WaitGroup
+	for range len(Pool()) {
+		wg.Go(func() {
+			a := s.alloc()
+			a.Local = run
+			c, err := a.Acquire(context.Background(), "tf", time.Minute, nil)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			got[c.Tag] = true
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	if len(got) != len(Pool()) {
+		t.Fatalf("%d traces got %d distinct tags", len(Pool()), len(got))
+	}
+	if c, g := verbs(s.cs); c != len(Pool()) || g != 0 {
+		t.Errorf("%d creates and %d gets for %d claims, want one create each", c, g, len(Pool()))
+	}
+}

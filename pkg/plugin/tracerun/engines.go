@@ -62,6 +62,7 @@ func (r *Runner) helper(j *job) tracer {
 			Start:     rand.IntN, // plugins started together try different tags first
 			// Unique, not secret: it tells two claims of one trace name apart.
 			Nonce: func() string { return strconv.FormatUint(rand.Uint64(), 36) }, //nolint:gosec // see above
+			Local: r.Options.Tags,
 		},
 		Records:   c.Traceflows,
 		Now:       time.Now,

@@ -12,6 +12,7 @@ import (
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/helpermode"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/outcome"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/resolve"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/tagalloc"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/traceflow"
 )
 
@@ -46,6 +47,18 @@ type Options struct {
 	// Facts, when set, is the run's cache of the facts the engine choice
 	// rests on (FactsCache).
 	Facts *FactsCache
+	// Tags, when set, are the tags the run's traces hold or are claiming
+	// (tagalloc.Local), shared by all of them.
+	Tags *tagalloc.Local
+}
+
+// ManyTraces readies o for a run of many traces (a check suite, a
+// matrix). Nobody reads their records unless the run keeps them (Keep):
+// they stay in the plugin. The engine choice rests on facts read once per
+// set of nodes. A trace skips the tags the run's other traces hold
+// without asking the API server.
+func (o *Options) ManyTraces() {
+	o.RecordInMemory, o.Facts, o.Tags = true, NewFactsCache(), tagalloc.NewLocal()
 }
 
 // Runner runs traces against one cluster.
