@@ -120,11 +120,11 @@ test: ## everything CI runs: lint, unit, fuzz (3s a target), integration (OVS), 
 	@hack/prebuild.sh start $$PPID
 	@hack/timed.sh "lint" $(MAKE) --no-print-directory lint
 	@hack/timed.sh "unit" $(MAKE) --no-print-directory test-unit
-	@hack/timed.sh "fuzz (every target, 3s each)" $(MAKE) --no-print-directory fuzz-ci
 	@hack/timed.sh "integration (OVS, OVN)" $(MAKE) --no-print-directory test-integration
 	@hack/timed.sh "Kubernetes build (cached after the first)" test/lab/build-k8s.sh
 	@hack/timed.sh "e2e, every mode" $(MAKE) --no-print-directory test-e2e
-	@hack/timed.sh "dataplane builds (OVS/OVN root, Antrea, OVN-Kubernetes; in the background since lint)" hack/prebuild.sh wait
+	@hack/timed.sh "cold builds (OVS/OVN root, Antrea, OVN-Kubernetes, fuzz binaries; in the background since lint)" hack/prebuild.sh wait
+	@hack/timed.sh "fuzz (every target, 3s each)" $(MAKE) --no-print-directory fuzz-ci
 	@hack/timed.sh "release and krew" $(MAKE) --no-print-directory krew
 
 .PHONY: lab-up

@@ -1,18 +1,22 @@
 #!/usr/bin/env bash
-# prebuild.sh start|wait: the lab's cached dataplane builds (the OVS/OVN root,
-# Antrea, OVN-Kubernetes) in the background, at idle priority, while `make
-# test` lints, tests and runs the first e2e modes.
+# prebuild.sh start|wait: `make test`'s cold builds in the background, at
+# idle priority, while it lints, tests and runs the first e2e modes: the
+# lab's cached dataplane builds (the OVS/OVN root, Antrea, OVN-Kubernetes),
+# then every fuzz target's instrumented test binary (hack/fuzz.sh 1x: one
+# input each, on the fuzzing toolchain), which the fuzz step after e2e
+# then finds in the build cache.
 #
-# Cold, these builds cost 5 to 12 minutes of CPU on 2 cores; run in line
-# before the e2e suite, all of it adds to CI's time. Most of `make test`'s
-# e2e time waits on pods, real traffic and timeouts with a core or more
-# idle: a build at SCHED_IDLE (and the idle I/O class) takes only that idle
-# time, and yields the CPU to everything else at once. Each build script
-# holds a lock per cache (flock), so the mode that needs a build (its lab-up
-# calls the same script) waits for the background one and then finds the
+# Cold, these builds cost 10 to 20 minutes of CPU on 2 cores; run in line,
+# all of it adds to CI's time. Most of `make test`'s e2e time waits on
+# pods, real traffic and timeouts with a core or more idle: a build at
+# SCHED_IDLE (and the idle I/O class) takes only that idle time, and yields
+# the CPU to everything else at once. Each dataplane build script holds a
+# lock per cache (flock), so the mode that needs a build (its lab-up calls
+# the same script) waits for the background one and then finds the
 # binaries cached; a build that failed in the background is retried there,
-# in line, with its error. Warm, every build is a cache hit and this costs
-# nothing.
+# in line, with its error. Go's build cache is safe to share, so a fuzz
+# binary still being built when the fuzz step starts is at worst built
+# twice. Warm, every build is a cache hit and this costs little.
 #
 #   start: begin the builds; their output goes to bin/.prebuild/log.
 #   wait:  wait for them, say how long they ran and with what result, and
@@ -24,7 +28,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
 dir=$root/bin/.prebuild
-builds=(test/lab/build-ovs-root.sh test/lab/build-antrea.sh test/lab/build-ovnk.sh)
+builds=(test/lab/build-ovs-root.sh test/lab/build-antrea.sh test/lab/build-ovnk.sh "hack/fuzz.sh 1x")
 
 case ${1:-} in
 start)
@@ -39,7 +43,8 @@ start)
       rc=0
       for b in "$@"; do
         echo "prebuild: $b" >>"$dir/log"
-        chrt --idle 0 ionice -c 3 "$b" >>"$dir/log" 2>&1 || { rc=$?; echo "prebuild: $b failed, exit $rc" >>"$dir/log"; break; }
+        # shellcheck disable=SC2086 # a build is a command and its arguments
+        chrt --idle 0 ionice -c 3 $b >>"$dir/log" 2>&1 || { rc=$?; echo "prebuild: $b failed, exit $rc" >>"$dir/log"; break; }
       done
       echo "$rc" >"$dir/rc.tmp" && mv "$dir/rc.tmp" "$dir/rc"
     ) &
@@ -67,7 +72,7 @@ wait)
   done
   rc=$(cat "$dir/rc")
   echo "prebuild: the background builds ended $(($(stat -c %Y "$dir/rc") - $(cat "$dir/start")))s after they began, exit $rc"
-  grep -E '^(built|building|prebuild)' "$dir/log" || true
+  grep -E '^(built|building|prebuild|fuzz.sh)' "$dir/log" || true
   if [ "$rc" != 0 ]; then
     cat "$dir/log" >&2
     exit 1
