@@ -52,13 +52,12 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 		_, _ = fmt.Fprintf(stderr, "traceflow-helper serve: takes no arguments but --max-traces N, 1..4096 (commands come on standard input)\n")
 		return 1
 	}
-	var logMu sync.Mutex
-	logf := func(format string, a ...any) {
-		logMu.Lock()
-		defer logMu.Unlock()
-		_, _ = fmt.Fprintf(stderr, format+"\n", a...)
-	}
 	out := report.NewWriter(stdout, nil)
+	// The log goes to standard output too, between the JSON lines: the
+	// plugin reads serve's output back as the container's log, where a
+	// line of standard error can land inside a long JSON line the runtime
+	// split (report.Writer.Text).
+	logf := func(format string, a ...any) { _ = out.Text(fmt.Sprintf(format, a...)) }
 	node := nodeName()
 	if err := out.Write(report.Line{Type: report.TypeServing, Serving: &report.Serving{Node: node, HelperVersion: version.Version}}); err != nil {
 		logf("traceflow-helper serve: write the serving line: %v", err)

@@ -46,7 +46,8 @@ func startServe(t *testing.T) *serveProc {
 	t.Cleanup(func() { _ = s.cmd.Process.Kill() })
 	go func() {
 		defer close(s.lines)
-		r := report.NewReader(stdout)
+		// serve's log comes between its JSON lines (split keeps it apart).
+		r := split(stdout)
 		for {
 			l, err := r.Next()
 			if err != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -79,15 +80,16 @@ func serveAll(t *testing.T, stdin string, flags ...string) (int, []report.Line, 
 	case <-time.After(20 * time.Second):
 		t.Fatal("serve did not exit after the end of its input")
 	}
-	return code, readLines(t, &out), errb.String()
+	sp := split(&out)
+	return code, readLines(t, sp), errb.String() + sp.log.String()
 }
 
-func readLines(t *testing.T, r io.Reader) []report.Line {
+// readLines reads serve's JSON lines to their end.
+func readLines(t *testing.T, sp *splitOutput) []report.Line {
 	t.Helper()
 	var lines []report.Line
-	rd := report.NewReader(r)
 	for {
-		l, err := rd.Next()
+		l, err := sp.Next()
 		if errors.Is(err, io.EOF) {
 			return lines
 		}
@@ -96,6 +98,44 @@ func readLines(t *testing.T, r io.Reader) []report.Line {
 		}
 		lines = append(lines, l)
 	}
+}
+
+// splitOutput is serve's standard output read to its end in the
+// background: its JSON lines, in order, for Next, and its log (plain text
+// lines between them) in log. Reading in the background keeps serve from
+// waiting on a test that only wants the next JSON line.
+type splitOutput struct {
+	lines chan []byte
+	log   lockedBuffer
+}
+
+func split(r io.Reader) *splitOutput {
+	sp := &splitOutput{lines: make(chan []byte, 4096)}
+	go func() {
+		defer close(sp.lines)
+		sc := bufio.NewScanner(r)
+		sc.Buffer(make([]byte, 64*1024), 8*1024*1024)
+		for sc.Scan() {
+			b := append([]byte(nil), sc.Bytes()...)
+			switch {
+			case len(b) == 0:
+			case b[0] == '{':
+				sp.lines <- b
+			default:
+				_, _ = sp.log.Write(append(b, '\n'))
+			}
+		}
+	}()
+	return sp
+}
+
+// Next returns the next JSON line; io.EOF at the end.
+func (sp *splitOutput) Next() (report.Line, error) {
+	b, ok := <-sp.lines
+	if !ok {
+		return report.Line{}, io.EOF
+	}
+	return report.ParseLine(b)
 }
 
 // linesOf returns the lines of trace id ("" for serve's own).
@@ -222,12 +262,12 @@ func TestServeStopOneTrace(t *testing.T) {
 		done <- run(context.Background(), []string{"serve"}, inR, outW, &errb)
 		_ = outW.Close()
 	}()
-	rd := report.NewReader(outR)
+	rd := split(outR)
 	next := func() report.Line {
 		t.Helper()
 		l, err := rd.Next()
 		if err != nil {
-			t.Fatalf("reading serve's output: %v; stderr %s", err, errb.String())
+			t.Fatalf("reading serve's output: %v; log %s%s", err, errb.String(), rd.log.String())
 		}
 		return l
 	}
@@ -250,10 +290,15 @@ func TestServeStopOneTrace(t *testing.T) {
 	if _, err := rd.Next(); !errors.Is(err, io.EOF) {
 		t.Errorf("after exit: %v, want EOF", err)
 	}
+	// The log is on standard output, between the JSON lines (see
+	// report.Writer.Text); nothing goes to standard error.
 	for _, want := range []string{"a: stopping", "a: ended", "b: ended", "every trace stopped"} {
-		if !strings.Contains(errb.String(), want) {
-			t.Errorf("stderr lacks %q:\n%s", want, errb.String())
+		if !strings.Contains(rd.log.String(), want) {
+			t.Errorf("the log lacks %q:\n%s", want, rd.log.String())
 		}
+	}
+	if errb.String() != "" {
+		t.Errorf("serve wrote to standard error: %q", errb.String())
 	}
 }
 
@@ -269,7 +314,7 @@ func TestServeSignalStopsEveryTrace(t *testing.T) {
 		done <- run(ctx, []string{"serve"}, inR, outW, io.Discard)
 		_ = outW.Close()
 	}()
-	rd := report.NewReader(outR)
+	rd := split(outR)
 	if l, err := rd.Next(); err != nil || l.Type != report.TypeServing {
 		t.Fatalf("first line %+v: %v", l, err)
 	}
@@ -281,7 +326,7 @@ func TestServeSignalStopsEveryTrace(t *testing.T) {
 		t.Fatalf("line %+v: %v, want the refusal of the bad command", l, err)
 	}
 	cancel()
-	lines := readLines(t, outR)
+	lines := readLines(t, rd)
 	if code := <-done; code != 0 || len(lines) != 1 || lines[0].Trace != "a" {
 		t.Fatalf("exit %d, lines %+v: want 0 after a's last line", code, lines)
 	}
@@ -291,7 +336,7 @@ func TestServeSignalStopsEveryTrace(t *testing.T) {
 func TestServeReadErrorExits4(t *testing.T) {
 	var out, errb bytes.Buffer
 	code := run(context.Background(), []string{"serve"}, io.MultiReader(strings.NewReader("hello\n"), errReader{}), &out, &errb)
-	lines := readLines(t, &out)
+	lines := readLines(t, split(&out))
 	if code != 4 || len(lines) != 3 || lines[2].Error == nil || lines[2].Error.Code != report.ErrorSetup {
 		t.Fatalf("exit %d, lines %+v: want 4 and a setup error last", code, lines)
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"time"
 )
@@ -240,6 +241,7 @@ type Error struct {
 // share one lock, so that they may write from many goroutines at once and
 // each line still comes out whole.
 type Writer struct {
+	out   io.Writer
 	enc   *json.Encoder
 	now   func() time.Time
 	mu    *sync.Mutex
@@ -252,7 +254,20 @@ func NewWriter(w io.Writer, now func() time.Time) *Writer {
 	if now == nil {
 		now = time.Now
 	}
-	return &Writer{enc: json.NewEncoder(w), now: now, mu: new(sync.Mutex)}
+	return &Writer{out: w, enc: json.NewEncoder(w), now: now, mu: new(sync.Mutex)}
+}
+
+// Text writes text as plain lines among the JSON lines, under the same
+// lock as Write. Where one stream carries both, each JSON line stays whole:
+// serve's log goes to standard output this way, because the plugin reads
+// serve's output back as the container's log, in which the container
+// runtime splits a long line (a result line of many hops is tens of KiB)
+// into parts and may put a line of standard error between them.
+func (w *Writer) Text(text string) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	_, err := io.WriteString(w.out, strings.TrimRight(text, "\n")+"\n")
+	return err
 }
 
 // ForTrace returns a writer to the same stream that stamps every line with

@@ -150,3 +150,41 @@ func FuzzParseLine(f *testing.F) {
 		}
 	})
 }
+
+// Text lines written beside JSON lines, from many goroutines, never land
+// inside one: every line is either whole JSON or whole text.
+func TestWriterTextKeepsLinesWhole(t *testing.T) {
+	var buf bytes.Buffer
+	w := NewWriter(&buf, nil)
+	long := strings.Repeat("x", 100*1024)
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			for range 20 {
+				if i%2 == 0 {
+					_ = w.ForTrace("t").Write(Line{Type: TypeError, Error: &Error{Code: ErrorSetup, Message: long}})
+				} else {
+					_ = w.Text("t: a log line")
+				}
+			}
+		})
+	}
+	wg.Wait()
+	json, text := 0, 0
+	for _, l := range strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n") {
+		switch {
+		case l == "t: a log line":
+			text++
+		case strings.HasPrefix(l, "{"):
+			if _, err := ParseLine([]byte(l)); err != nil {
+				t.Fatalf("a JSON line broken: %v", err)
+			}
+			json++
+		default:
+			t.Fatalf("a line neither whole JSON nor the text: %.80q", l)
+		}
+	}
+	if json != 80 || text != 80 {
+		t.Errorf("%d JSON and %d text lines, want 80 and 80", json, text)
+	}
+}
