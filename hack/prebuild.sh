@@ -57,7 +57,7 @@ start)
       sleep 2
     done
   ' prebuild "$root" "$dir" "$owner" "${builds[@]}" </dev/null >/dev/null 2>&1 &
-  echo "prebuild: the lab's dataplane builds run in the background at idle priority (log: bin/.prebuild/log)"
+  echo "prebuild: the cold builds (OVS/OVN root, Antrea, OVN-Kubernetes, fuzz binaries) run in the background at idle priority (log: bin/.prebuild/log)"
   ;;
 wait)
   [ -f "$dir/start" ] || { echo "prebuild: none was started"; exit 0; }

@@ -25,6 +25,8 @@ type serveProc struct {
 	lines chan report.Line
 	got   map[string][]report.Line
 	errb  bytes.Buffer
+	// out is serve's standard output: its JSON lines and its log.
+	out *splitOutput
 }
 
 func startServe(t *testing.T) *serveProc {
@@ -44,10 +46,11 @@ func startServe(t *testing.T) *serveProc {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = s.cmd.Process.Kill() })
+	s.out = split(stdout)
 	go func() {
 		defer close(s.lines)
 		// serve's log comes between its JSON lines (split keeps it apart).
-		r := split(stdout)
+		r := s.out
 		for {
 			l, err := r.Next()
 			if err != nil {
@@ -193,9 +196,10 @@ func TestIntegrationServeManyTraces(t *testing.T) {
 			t.Errorf("flows of %s remain after serve exited:\n%s", id, f)
 		}
 	}
+	// The log is on standard output, between the JSON lines.
 	for _, want := range []string{"idle: stopping", "last: ended, exit code 3", "recv: ended, exit code 0"} {
-		if !strings.Contains(s.errb.String(), want) {
-			t.Errorf("stderr lacks %q:\n%s", want, s.errb.String())
+		if !strings.Contains(s.out.log.String(), want) {
+			t.Errorf("the log lacks %q:\n%s", want, s.out.log.String())
 		}
 	}
 }
