@@ -190,7 +190,9 @@ func watchRecords(t testing.TB) func() []string {
 
 // watchCreated watches the creation of the plugin's objects of one
 // resource, in every namespace, from now on; the returned func stops the
-// watch and lists the objects created, by namespace/name.
+// watch and lists the objects created, by namespace/name. The watch starts
+// at a list's resourceVersion: one without would first report every
+// object there already (the demo's kept record) as added.
 func watchCreated(t testing.TB, res schema.GroupVersionResource) func() []string {
 	t.Helper()
 	cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(stateDir(), "kubeconfig"))
@@ -198,7 +200,13 @@ func watchCreated(t testing.TB, res schema.GroupVersionResource) func() []string
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	w, err := dynamic.NewForConfigOrDie(cfg).Resource(res).Watch(ctx, metav1.ListOptions{LabelSelector: labels.Selector})
+	client := dynamic.NewForConfigOrDie(cfg).Resource(res)
+	list, err := client.List(ctx, metav1.ListOptions{LabelSelector: labels.Selector})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	w, err := client.Watch(ctx, metav1.ListOptions{LabelSelector: labels.Selector, ResourceVersion: list.GetResourceVersion()})
 	if err != nil {
 		cancel()
 		t.Fatal(err)
