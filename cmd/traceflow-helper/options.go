@@ -34,6 +34,8 @@ type options struct {
 	// spec is the sender's trace, checked by parseTrace; its Common is
 	// filled in when the trace runs.
 	spec tracer.TraceSpec
+	// cache is serve's, shared by its traces; nil for a one-shot helper.
+	cache *tracer.NodeCache
 }
 
 // parseTrace parses a trace or receive invocation (args[0] is the mode)
@@ -146,7 +148,7 @@ func (o *options) common(out *report.Writer, logf func(string, ...any)) tracer.C
 	return tracer.Common{
 		Rules:  rules,
 		Rundir: a.OVSRunDir, Bridge: a.Bridge, Node: node, Tag: uint8(o.tag), ReplyTag: uint8(a.ReplyTag), Mark: uint32(a.Mark), Timeout: a.Timeout, //nolint:gosec // checked <= 63 and <= MaxMark
-		Out: out, Logf: logf,
+		Out: out, Logf: logf, Brief: a.Brief, Cache: o.cache,
 		Random: func() uint32 {
 			var b [4]byte
 			_, _ = rand.Read(b[:])

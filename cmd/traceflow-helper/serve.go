@@ -28,6 +28,8 @@ type server struct {
 	out  *report.Writer
 	logf func(format string, a ...any)
 	max  int
+	// cache is what the traces read of the node and share.
+	cache *tracer.NodeCache
 
 	mu      sync.Mutex
 	running map[string]context.CancelFunc
@@ -67,7 +69,7 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 
 	all, stopAll := context.WithCancel(ctx)
 	defer stopAll()
-	s := &server{ctx: all, out: out, logf: logf, max: int(*maxTraces), running: map[string]context.CancelFunc{}} //nolint:gosec // checked <= 4096
+	s := &server{ctx: all, out: out, logf: logf, max: int(*maxTraces), cache: &tracer.NodeCache{}, running: map[string]context.CancelFunc{}} //nolint:gosec // checked <= 4096
 	inputs := make(chan input)
 	go readCommands(all, stdin, inputs)
 	var readErr error
@@ -207,6 +209,7 @@ func (s *server) start(id string, args []string) {
 		s.refuse(id, "--start-on-stdin (--inject-on-stdin) is for a one-shot helper: serve's standard input carries its commands, so start the trace when it should inject")
 		return
 	}
+	o.cache = s.cache
 	s.mu.Lock()
 	if _, ok := s.running[id]; ok {
 		s.mu.Unlock()

@@ -55,6 +55,10 @@ type HelperArgs struct {
 	// StartOnStdin is --start-on-stdin, or the sender's older
 	// --inject-on-stdin, which Args never writes.
 	StartOnStdin bool
+	// Brief leaves OVS's trace text and the hop list out of the result's
+	// explanation (--brief): the observation lines carry every hop, and a
+	// plugin reads nothing else of it but the summary.
+	Brief bool
 	// Probe is a sender's packet and where to inject it; a receive has no
 	// such flags, and Args writes none of it.
 	Probe ProbeArgs
@@ -116,6 +120,9 @@ func (a HelperArgs) Args() []string {
 	args = appendUint(args, "--reply-tag", a.ReplyTag)
 	if a.StartOnStdin {
 		args = append(args, "--start-on-stdin")
+	}
+	if a.Brief {
+		args = append(args, "--brief")
 	}
 	if a.Subcommand != SubcommandTrace {
 		return args

@@ -18,6 +18,7 @@ func flagSet(sub Subcommand, a *HelperArgs) (fs *flag.FlagSet, given func()) {
 	fs.StringVar(&a.AntreaAgent, "antrea-agent", "", "HOST:PORT of the node's Antrea agent API (127.0.0.1:10350): name the policy and rule behind a conjunction id by asking it (needs --antrea-token readable)")
 	fs.StringVar(&a.AntreaToken, "antrea-token", "", "the token Antrea's agent writes for its own antctl, used with --antrea-agent")
 	fs.BoolVar(&a.StartOnStdin, "start-on-stdin", false, "start, then wait for a line on standard input before installing flows (the plugin's word: at once for a receiver, once every receiver is ready for a sender); the plugin then reads the report through the same attach, without the kubelet's log lag")
+	fs.BoolVar(&a.Brief, "brief", false, "leave OVS's trace text and the hop list out of the result line's explanation (its summary and datapath actions stay): every hop is on an observation line already, and the result line stays a few KiB instead of tens")
 	fs.UintVar(&a.ReplyTag, "reply-tag", 0, "follow the destination's answer to the probe too (a round trip), tagging it with this DSCP value, 1..63, not the probe's tag; sender and receivers of one trace must agree")
 	if sub != SubcommandTrace {
 		fs.UintVar(&a.Tag, "tag", 0, "the probe's DSCP tag, 1..63 (required)")

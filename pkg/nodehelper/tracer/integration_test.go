@@ -155,6 +155,24 @@ func TestIntegrationNetworkPolicyDrop(t *testing.T) {
 	}
 	checkAgainstOVS(t, o.n, fmt.Sprintf("in_port=%d", o.a.Ofport), probeFor(t, o.a, o.b.IP, o.b.MAC, probe.TCP, 80, tag), res)
 	o.assertNoTraceFlows(t, lines[0])
+
+	// --brief: the same hops, observed, and the same verdict; the result
+	// line without OVS's trace text and the hop list.
+	spec := o.spec(t, tag, o.b.IP, probe.TCP, 80)
+	spec.Brief = true
+	bout, blines := traced(t, spec)
+	bres := result(t, blines)
+	if bout.ExitCode != out.ExitCode || bres.Explanation.Summary != res.Explanation.Summary || bres.Explanation.DatapathActions != res.Explanation.DatapathActions {
+		t.Errorf("brief: exit %d, %q, %q; want %d, %q, %q", bout.ExitCode, bres.Explanation.Summary, bres.Explanation.DatapathActions,
+			out.ExitCode, res.Explanation.Summary, res.Explanation.DatapathActions)
+	}
+	if bres.Explanation.Trace != "" || bres.Explanation.Hops != nil {
+		t.Errorf("brief: the result carries the trace text (%d bytes) and %d hops", len(bres.Explanation.Trace), len(bres.Explanation.Hops))
+	}
+	if b, f := observations(blines), observations(lines); len(b) != len(f) || b[len(b)-1] != f[len(f)-1] {
+		t.Errorf("brief: observations %+v, want %+v", b, f)
+	}
+	o.assertNoTraceFlows(t, blines[0])
 }
 
 // Done-when 4, 7: a destination nothing routes ends where the pipeline ends.
@@ -662,5 +680,37 @@ func TestIntegrationDropOnUnprogrammedBridge(t *testing.T) {
 	}
 	if drop == nil || !drop.NoMatch || drop.Table != 0 || drop.PipelineFlows == nil || *drop.PipelineFlows != 0 {
 		t.Fatalf("drop hop %+v, want a table miss at table 0 with pipelineFlows 0", drop)
+	}
+}
+
+// A serve helper's traces share the table names it read (NodeCache) for
+// TableNamesMaxAge: a table renamed meanwhile keeps its old name in a
+// trace within that time, and has its new one in the first trace after.
+func TestIntegrationTableNamesCachedForAWhile(t *testing.T) {
+	o := newOneNode(t)
+	now := time.Now()
+	cache := &tracer.NodeCache{Now: func() time.Time { return now }}
+	guard := func(i int) string {
+		t.Helper()
+		spec := o.spec(t, 11, o.b.IP, probe.TCP, 80)
+		spec.Cache = cache
+		out, lines := traced(t, spec)
+		if out.ExitCode != tracer.ExitOK {
+			t.Fatalf("trace %d: exit code %d, want 0", i, out.ExitCode)
+		}
+		o.assertNoTraceFlows(t, lines[0])
+		return observations(lines)[1].ComponentInfo
+	}
+	if g := guard(1); g != "SpoofGuard" {
+		t.Fatalf("trace 1 names the spoof guard %q", g)
+	}
+	o.n.NameTables(map[int]string{ovstest.TableSpoofGuard: "Guard"})
+	now = now.Add(tracer.TableNamesMaxAge - time.Millisecond)
+	if g := guard(2); g != "SpoofGuard" {
+		t.Errorf("trace 2, within the names' age: %q, want the cached SpoofGuard", g)
+	}
+	now = now.Add(time.Millisecond)
+	if g := guard(3); g != "Guard" {
+		t.Errorf("trace 3, after the names' age: %q, want Guard, read again", g)
 	}
 }

@@ -61,6 +61,12 @@ type Common struct {
 	// Rules names the policy rule behind a conjunction id (Antrea's agent,
 	// where the plugin says one runs on the node); nil names none.
 	Rules RuleNamer
+	// Brief leaves OVS's trace text and the hop list out of the result
+	// line's explanation (--brief).
+	Brief bool
+	// Cache, where set, is shared by the traces of one serve process:
+	// what they read of the node and may share (NodeCache).
+	Cache *NodeCache
 }
 
 // RuleNamer names the policy rule a conjunction id stands for, met in the
@@ -226,7 +232,7 @@ func open(ctx context.Context, c Common) (*session, error) {
 		return nil, err
 	}
 	s.timed("openflow connect")
-	tables, err := readTableNames(ctx, s.of)
+	tables, err := c.Cache.tableNames(ctx, c.Rundir+"\x00"+c.Bridge, s.of)
 	if err != nil {
 		s.of.Close()
 		return nil, setupErr("%w", err)

@@ -280,9 +280,12 @@ func (s *session) goal(p *path, dst netip.Addr) (int, Verdict, int) {
 }
 
 func (s *session) finish(res report.NodeResult, p *path, code int, sum string) (Outcome, error) {
-	ex := &report.Explanation{DatapathActions: p.t.DatapathActions, Summary: sum, Trace: p.t.Text, Naming: s.naming}
-	for i, h := range p.t.Hops {
-		ex.Hops = append(ex.Hops, HopReport(i, h, s.names, p.observed[i]))
+	ex := &report.Explanation{DatapathActions: p.t.DatapathActions, Summary: sum, Naming: s.naming}
+	if !s.c.Brief {
+		ex.Trace = p.t.Text
+		for i, h := range p.t.Hops {
+			ex.Hops = append(ex.Hops, HopReport(i, h, s.names, p.observed[i]))
+		}
 	}
 	c := code
 	err := s.c.Out.Write(report.Line{Type: report.TypeResult, Result: &res, Explanation: ex, ExitCode: &c})

@@ -123,7 +123,11 @@ func HelperArgs(p Params) report.HelperArgs {
 		Mark:         uint(p.Mark),
 		ReplyTag:     uint(p.ReplyTag),
 		StartOnStdin: p.WaitForGo,
-		Probe:        p.Probe,
+		// The plugin reads only the explanation's summary: OVS's trace
+		// text and the hop list (tens of KiB a line on OVN) would cross
+		// the runtime, the kubelet and the API server for nothing.
+		Brief: true,
+		Probe: p.Probe,
 	}
 	if p.Role == RoleReceiver {
 		a.Subcommand, a.Probe = report.SubcommandReceive, report.ProbeArgs{}

@@ -167,13 +167,13 @@ func TestCommandArgsAreWhatTheHelperReads(t *testing.T) {
 		want report.HelperArgs
 	}{
 		{"receiver", func(*Params) {}, report.HelperArgs{Subcommand: report.SubcommandReceive,
-			OVSRunDir: "/var/run/openvswitch", Bridge: "br-int", Tag: 7, Timeout: 20 * time.Second}},
+			OVSRunDir: "/var/run/openvswitch", Bridge: "br-int", Tag: 7, Timeout: 20 * time.Second, Brief: true}},
 		{"receiver ignores a probe", func(p *Params) { p.Probe, p.Bridge = probe, "br-x" }, report.HelperArgs{Subcommand: report.SubcommandReceive,
-			OVSRunDir: "/var/run/openvswitch", Bridge: "br-x", Tag: 7, Timeout: 20 * time.Second}},
+			OVSRunDir: "/var/run/openvswitch", Bridge: "br-x", Tag: 7, Timeout: 20 * time.Second, Brief: true}},
 		{"sender, started by the plugin's go, on a node with Antrea's agent", func(p *Params) {
 			p.Role, p.Probe, p.Mark, p.WaitForGo, p.AntreaAgentPort = RoleSender, probe, 0xfffff, true, 10350
 		}, report.HelperArgs{Subcommand: report.SubcommandTrace, OVSRunDir: "/var/run/openvswitch", Bridge: "br-int", Tag: 7, Timeout: 20 * time.Second,
-			AntreaAgent: "127.0.0.1:10350", AntreaToken: AntreaAPIServerDir + "/loopback-client-token", Mark: 0xfffff, StartOnStdin: true, Probe: probe}},
+			AntreaAgent: "127.0.0.1:10350", AntreaToken: AntreaAPIServerDir + "/loopback-client-token", Mark: 0xfffff, StartOnStdin: true, Brief: true, Probe: probe}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := params()
