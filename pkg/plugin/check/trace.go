@@ -2,6 +2,7 @@ package check
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -110,6 +111,9 @@ func (tr *Tracing) ShareHelpers(ctx context.Context, share bool, traces []Trace,
 		Lifetime: time.Duration(waves) * (longest + helpermode.StartupBudget),
 	})
 	tr.Options.Pool = pool
+	// The run keeps the tags its traces release, under its own name, for
+	// its next traces (tagalloc.Local.Keep); they go with its helpers.
+	o.Tags.Keep(ctx, run)
 	forget := func() {}
 	if o.Abandon != nil {
 		forget = o.Abandon.Add(run)
@@ -117,7 +121,7 @@ func (tr *Tracing) ShareHelpers(ctx context.Context, share bool, traces []Trace,
 	return func() error {
 		c, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
-		err := pool.Close(c)
+		err := errors.Join(pool.Close(c), o.Tags.Close(c))
 		if err == nil {
 			forget()
 		}

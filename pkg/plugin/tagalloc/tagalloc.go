@@ -11,7 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -69,46 +69,6 @@ type Allocator struct {
 	Local *Local
 }
 
-// Local is the set of tags that allocators sharing it hold or are
-// claiming. Without it, a run of many traces at once asks the API server
-// about its own tags again and again: each such try is a create refused,
-// a read of the Lease and a read of the server's clock, only to learn
-// that the tag is taken. A tag the run holds is taken by definition; one
-// that it does not hold is still claimed through the API server, the
-// only judge of what other plugins hold.
-type Local struct {
-	mu   sync.Mutex
-	busy map[uint8]bool
-}
-
-// NewLocal returns an empty set.
-func NewLocal() *Local { return &Local{busy: map[uint8]bool{}} }
-
-// take marks tag as the caller's to try, or reports false if another
-// allocator of the run holds or is trying it. A nil Local takes every tag.
-func (l *Local) take(tag uint8) bool {
-	if l == nil {
-		return true
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.busy[tag] {
-		return false
-	}
-	l.busy[tag] = true
-	return true
-}
-
-// put gives tag back to the run.
-func (l *Local) put(tag uint8) {
-	if l == nil {
-		return
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	delete(l.busy, tag)
-}
-
 // Claim is a held tag. Release gives it back.
 type Claim struct {
 	Tag uint8
@@ -121,6 +81,8 @@ type Claim struct {
 	local *Local
 	// renewEvery is Hold's period (ClaimDuration/3 when zero).
 	renewEvery time.Duration
+	// lost is set once Hold finds the Lease no longer this claim's.
+	lost atomic.Bool
 }
 
 // Acquire claims a free tag for trace, held for ttl (the trace's timeout plus
@@ -132,6 +94,10 @@ func (a *Allocator) Acquire(ctx context.Context, trace string, ttl time.Duration
 	if a.Start != nil {
 		start = a.Start(len(pool)) % len(pool)
 	}
+	if c := a.Local.reuse(inUse); c != nil {
+		return c, nil
+	}
+	trace = a.Local.holder(trace)
 	var now *time.Time // the server's clock, read once, only if a tag is taken
 	for i := range pool {
 		tag := pool[(start+i)%len(pool)]
@@ -269,6 +235,7 @@ func (c *Claim) Hold(ctx context.Context, local func() time.Time) {
 		}
 		cur, err := c.owner.Get(ctx, c.name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) || (err == nil && cur.UID != c.uid) {
+			c.lost.Store(true)
 			return
 		}
 		if err != nil {
@@ -282,17 +249,17 @@ func (c *Claim) Hold(ctx context.Context, local func() time.Time) {
 	}
 }
 
-// Release deletes the claim, only if it is still ours (same UID), and
-// gives the tag back to the run's set. Should the delete fail, the Lease
-// expires by itself, and the run's next try of the tag asks the API server.
+// Release gives the tag back to the run: where the run keeps its claims
+// (Local.Keep) the claim stays the run's for its next trace; otherwise
+// its Lease is deleted, only if it is still ours (same UID). Should the
+// delete fail, the Lease expires by itself, and the run's next try of the
+// tag asks the API server.
 func (c *Claim) Release(ctx context.Context) error {
-	defer c.local.put(c.Tag)
-	uid := c.uid
-	err := c.owner.Delete(ctx, c.name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
-	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-		return fmt.Errorf("release dataplane tag %d: %w", c.Tag, err)
+	if c.local.keep(c) {
+		return nil
 	}
-	return nil
+	defer c.local.put(c.Tag)
+	return c.remove(ctx)
 }
 
 // ServerClock reads the API server's clock through leases: a dry-run

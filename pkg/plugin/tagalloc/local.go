@@ -1,0 +1,176 @@
+package tagalloc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Local is the set of tags that allocators sharing it hold or are
+// claiming. Without it, a run of many traces at once asks the API server
+// about its own tags again and again: each such try is a create refused,
+// a read of the Lease and a read of the server's clock, only to learn
+// that the tag is taken. A tag the run holds is taken by definition; one
+// that it does not hold is still claimed through the API server, the
+// only judge of what other plugins hold.
+//
+// A Local that keeps claims (Keep) goes further: a claim its trace
+// releases stays the run's, renewed by the run, and the run's next trace
+// takes it without an API call. A run of 420 traces on shared helpers
+// then claims a few tags once instead of creating and deleting a Lease per
+// trace and per answer. Its claims are under the run's name, so that
+// `kubectl traceflow cleanup --trace RUN` (what a second Ctrl-C runs)
+// finds them; Close releases them when the run ends.
+type Local struct {
+	mu   sync.Mutex
+	busy map[uint8]bool
+	// keepAs, where set, is the name the run's claims are made under, and
+	// says that released claims are kept (idle) rather than deleted.
+	keepAs string
+	life   context.Context
+	idle   []idleClaim
+}
+
+// idleClaim is a claim the run keeps while no trace uses it; stop ends its
+// renewal.
+type idleClaim struct {
+	c    *Claim
+	stop context.CancelFunc
+}
+
+// NewLocal returns an empty set.
+func NewLocal() *Local { return &Local{busy: map[uint8]bool{}} }
+
+// Keep makes l keep the claims its traces release, under the name run,
+// renewing them until Close or until ctx ends (after which a released
+// claim is deleted as without Keep). A nil Local keeps nothing.
+func (l *Local) Keep(ctx context.Context, run string) {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.keepAs, l.life = run, ctx
+}
+
+// holder is the name a claim for trace is made under: the run's, where l
+// keeps its claims.
+func (l *Local) holder(trace string) string {
+	if l == nil {
+		return trace
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.keepAs != "" {
+		return l.keepAs
+	}
+	return trace
+}
+
+// take marks tag as the caller's to try, or reports false if another
+// allocator of the run holds or is trying it. A nil Local takes every tag.
+func (l *Local) take(tag uint8) bool {
+	if l == nil {
+		return true
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.busy[tag] {
+		return false
+	}
+	l.busy[tag] = true
+	return true
+}
+
+// put gives tag back to the run.
+func (l *Local) put(tag uint8) {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.busy, tag)
+}
+
+// reuse hands out a kept claim whose tag is not in inUse, or nil. A claim
+// whose renewal found it no longer the run's (its Lease deleted or taken
+// over) is dropped, its tag free to be claimed again through the API.
+func (l *Local) reuse(inUse map[uint8]bool) *Claim {
+	if l == nil {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i := 0; i < len(l.idle); i++ {
+		ic := l.idle[i]
+		if ic.c.lost.Load() {
+			ic.stop()
+			delete(l.busy, ic.c.Tag)
+			l.idle = append(l.idle[:i], l.idle[i+1:]...)
+			i--
+			continue
+		}
+		if inUse[ic.c.Tag] {
+			continue
+		}
+		ic.stop()
+		l.idle = append(l.idle[:i], l.idle[i+1:]...)
+		return ic.c
+	}
+	return nil
+}
+
+// keep takes c back as an idle claim of the run and renews it, reporting
+// whether it did: not without Keep, after Close, nor for a claim found
+// lost.
+func (l *Local) keep(c *Claim) bool {
+	if l == nil {
+		return false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.keepAs == "" || l.life == nil || l.life.Err() != nil || c.lost.Load() {
+		return false
+	}
+	ctx, stop := context.WithCancel(l.life)
+	l.idle = append(l.idle, idleClaim{c: c, stop: stop})
+	go c.Hold(ctx, time.Now)
+	return true
+}
+
+// Close releases every claim l keeps and keeps no more: a claim released
+// after it is deleted. Run it once the run's traces have ended.
+func (l *Local) Close(ctx context.Context) error {
+	if l == nil {
+		return nil
+	}
+	l.mu.Lock()
+	idle := l.idle
+	l.idle, l.keepAs = nil, ""
+	for _, ic := range idle {
+		ic.stop()
+	}
+	l.mu.Unlock()
+	var errs []error
+	for _, ic := range idle {
+		if err := ic.c.Release(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// remove deletes c's Lease if it is still c's (same UID).
+func (c *Claim) remove(ctx context.Context) error {
+	uid := c.uid
+	err := c.owner.Delete(ctx, c.name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("release dataplane tag %d: %w", c.Tag, err)
+	}
+	return nil
+}

@@ -1,0 +1,122 @@
+package tagalloc
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/labels"
+)
+
+// A run that keeps its claims hands a released claim to its next trace
+// without an API call, claims under its own name, renews what it keeps,
+// and deletes it all on Close; a claim released after Close is deleted.
+func TestKeptClaimsServeTheRunsNextTraces(t *testing.T) {
+	s := newServer(time.Now())
+	run := NewLocal()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	run.Keep(ctx, "tfmatrix-x")
+	a := s.alloc()
+	a.Local = run
+	first, err := a.Acquire(ctx, "cell-1", time.Minute, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leases := s.cs.CoordinationV1().Leases("traceflow-system")
+	l, err := leases.Get(ctx, first.name, metav1.GetOptions{})
+	if err != nil || l.Labels[labels.Trace] != "tfmatrix-x" {
+		t.Fatalf("the claim's Lease %+v (%v): want it under the run's name", l, err)
+	}
+	first.renewEvery = 5 * time.Millisecond
+	if err := first.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s.cs.ClearActions()
+	second, err := a.Acquire(ctx, "cell-2", time.Minute, nil)
+	if err != nil || second != first {
+		t.Fatalf("the next trace's claim %+v (%v), want the kept one", second, err)
+	}
+	if n := len(s.cs.Actions()); n != 0 {
+		t.Errorf("%d API calls to reuse a kept claim: %v", n, s.cs.Actions())
+	}
+	// Kept while idle: renewed, as a running trace's claim is.
+	if err := second.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the idle claim renewed", func() bool {
+		l, err := leases.Get(ctx, first.name, metav1.GetOptions{})
+		return err == nil && l.Spec.RenewTime != nil
+	})
+	// A kept tag that the trace may not carry (another engine's) is not
+	// handed out: the trace claims another.
+	third, err := a.Acquire(ctx, "cell-3", time.Minute, map[uint8]bool{first.Tag: true})
+	if err != nil || third.Tag == first.Tag {
+		t.Fatalf("claim %+v (%v), want a tag other than %d", third, err, first.Tag)
+	}
+	if err := third.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := run.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if left, _ := leases.List(ctx, metav1.ListOptions{}); len(left.Items) != 0 {
+		t.Fatalf("%d claims left after Close", len(left.Items))
+	}
+	late, err := a.Acquire(ctx, "cell-4", time.Minute, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := late.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if left, _ := leases.List(ctx, metav1.ListOptions{}); len(left.Items) != 0 {
+		t.Fatalf("a claim released after Close was kept: %d left", len(left.Items))
+	}
+}
+
+// A kept claim whose Lease is no longer the run's (deleted, then taken by
+// another plugin) is never handed out again.
+func TestKeptClaimLostIsNotReused(t *testing.T) {
+	s := newServer(time.Now())
+	run := NewLocal()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	run.Keep(ctx, "run")
+	a := s.alloc()
+	a.Local = run
+	c, err := a.Acquire(ctx, "cell", time.Minute, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.renewEvery = 5 * time.Millisecond
+	if err := c.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.cs.CoordinationV1().Leases("traceflow-system").Delete(ctx, c.name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	other, err := s.alloc().Acquire(ctx, "other", time.Minute, nil)
+	if err != nil || other.Tag != c.Tag {
+		t.Fatalf("the other plugin's claim %+v (%v), want tag %d", other, err, c.Tag)
+	}
+	waitFor(t, "the idle renewal to find the claim lost", c.lost.Load)
+	got, err := a.Acquire(ctx, "next", time.Minute, nil)
+	if err != nil || got == c || got.Tag == c.Tag {
+		t.Fatalf("claim %+v (%v): the lost claim of tag %d was handed out", got, err, c.Tag)
+	}
+}
+
+// waitFor polls cond until it holds, failing after 5 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
