@@ -75,14 +75,14 @@ func (r *Runner) helper(j *job) tracer {
 		ServerNow: c.ServerNow,
 	}
 	if j.facts.CRDServed {
-		h.InUse = antreaTags(c.Traceflows)
+		h.InUse = r.Options.Facts.inUse(antreaTags(c.Traceflows), time.Now)
 	}
 	return helperEngine{run: r, r: h, options: r.Options}
 }
 
 func (h helperEngine) trace(ctx context.Context, j *job) (outcome.Ended, error) {
 	o, c := h.options, h.run.Clients
-	if err := checkHelperNamespace(ctx, c.Kube.CoreV1().Namespaces().Get, o.HelperNamespace); err != nil {
+	if err := checkHelperNamespace(ctx, o.Facts.namespaceGetter(c.Kube.CoreV1().Namespaces().Get), o.HelperNamespace); err != nil {
 		return outcome.Ended{}, err
 	}
 	if o.Abandon != nil {
