@@ -16,6 +16,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/kubernetes"
@@ -41,6 +42,15 @@ type Explainer struct {
 	// get reads a policy the dataplane names a rule of by its index; nil
 	// where the client cannot make raw requests.
 	get getObject
+	// reads, where set, are shared with the run's other traces.
+	reads *Reads
+}
+
+// Sharing makes e share its reads of the API with the other traces of a
+// run through r (nil: none), and returns e.
+func (e *Explainer) Sharing(r *Reads) *Explainer {
+	e.reads = r
+	return e
 }
 
 // New is the Explainer of the trace res resolved.
@@ -107,11 +117,17 @@ func (e *Explainer) ExplainDrop(ctx context.Context, hops []outcome.TimedHop, o 
 	if target.Pod == nil {
 		return o
 	}
-	list, err := e.kube.NetworkingV1().NetworkPolicies(target.Pod.Namespace).List(ctx, metav1.ListOptions{})
+	policies, err := shared(e.reads, "policies/"+target.Pod.Namespace, func() ([]networkingv1.NetworkPolicy, error) {
+		list, err := e.kube.NetworkingV1().NetworkPolicies(target.Pod.Namespace).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, err
+		}
+		return list.Items, nil
+	})
 	if err != nil {
 		return o
 	}
-	x, ok := policy.Explain(list.Items, dir, src, dst, e.probe)
+	x, ok := policy.Explain(policies, dir, src, dst, e.probe)
 	if !ok {
 		return o
 	}
@@ -143,7 +159,9 @@ func probeOf(res *resolve.Result) policy.Probe {
 }
 
 func (e *Explainer) endpointByName(ctx context.Context, ns, name string, ip netip.Addr) (policy.Endpoint, bool) {
-	p, err := e.kube.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+	p, err := shared(e.reads, "pod/"+ns+"/"+name, func() (*corev1.Pod, error) {
+		return e.kube.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+	})
 	if err != nil {
 		return policy.Endpoint{}, false
 	}
@@ -152,22 +170,30 @@ func (e *Explainer) endpointByName(ctx context.Context, ns, name string, ip neti
 
 // endpointByIP finds the pod with ip; an IP no pod has is an outside peer.
 func (e *Explainer) endpointByIP(ctx context.Context, ip netip.Addr) (policy.Endpoint, bool) {
-	pods, err := e.kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{
-		FieldSelector: fields.OneTermEqualSelector("status.podIP", ip.String()).String(),
+	pods, err := shared(e.reads, "ip/"+ip.String(), func() ([]corev1.Pod, error) {
+		list, err := e.kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{
+			FieldSelector: fields.OneTermEqualSelector("status.podIP", ip.String()).String(),
+		})
+		if err != nil {
+			return nil, err
+		}
+		return list.Items, nil
 	})
 	if err != nil {
 		return policy.Endpoint{}, false
 	}
-	for i := range pods.Items {
-		if !pods.Items[i].Spec.HostNetwork {
-			return e.withNamespace(ctx, &pods.Items[i], ip)
+	for i := range pods {
+		if !pods[i].Spec.HostNetwork {
+			return e.withNamespace(ctx, &pods[i], ip)
 		}
 	}
 	return policy.Endpoint{IP: ip}, true
 }
 
 func (e *Explainer) withNamespace(ctx context.Context, p *corev1.Pod, ip netip.Addr) (policy.Endpoint, bool) {
-	ns, err := e.kube.CoreV1().Namespaces().Get(ctx, p.Namespace, metav1.GetOptions{})
+	ns, err := shared(e.reads, "namespace/"+p.Namespace, func() (*corev1.Namespace, error) {
+		return e.kube.CoreV1().Namespaces().Get(ctx, p.Namespace, metav1.GetOptions{})
+	})
 	if err != nil {
 		return policy.Endpoint{}, false
 	}

@@ -50,15 +50,19 @@ type Options struct {
 	// Tags, when set, are the tags the run's traces hold or are claiming
 	// (tagalloc.Local), shared by all of them.
 	Tags *tagalloc.Local
+	// Reads, when set, are what the run's traces read to name the
+	// policies behind their drops (explain.Reads), shared by all of them.
+	Reads *explain.Reads
 }
 
 // ManyTraces readies o for a run of many traces (a check suite, a
 // matrix). Nobody reads their records unless the run keeps them (Keep):
 // they stay in the plugin. The engine choice rests on facts read once per
 // set of nodes. A trace skips the tags the run's other traces hold
-// without asking the API server.
+// without asking the API server, and the reads that name a drop's policy
+// are shared for a moment (explain.ReadsMaxAge).
 func (o *Options) ManyTraces() {
-	o.RecordInMemory, o.Facts, o.Tags = true, NewFactsCache(), tagalloc.NewLocal()
+	o.RecordInMemory, o.Facts, o.Tags, o.Reads = true, NewFactsCache(), tagalloc.NewLocal(), explain.NewReads()
 }
 
 // Runner runs traces against one cluster.
@@ -253,5 +257,5 @@ func (r *Runner) announce(d engine.Decision) {
 // agents where the helper can ask them; a default deny, which no agent
 // names, from the API.
 func (r *Runner) explainer(j *job) *explain.Explainer {
-	return explain.New(r.Clients.Kube, j.Resolved)
+	return explain.New(r.Clients.Kube, j.Resolved).Sharing(r.Options.Reads)
 }
