@@ -54,7 +54,9 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 		_, _ = fmt.Fprintf(stderr, "traceflow-helper serve: takes no arguments but --max-traces N, 1..4096 (commands come on standard input)\n")
 		return 1
 	}
-	out := report.NewWriter(stdout, nil)
+	bout := &batched{out: stdout}
+	defer bout.Close() //nolint:errcheck // nothing is left to tell
+	out := report.NewWriter(bout, nil)
 	// The log goes to standard output too, between the JSON lines: the
 	// plugin reads serve's output back as the container's log, where a
 	// line of standard error can land inside a long JSON line the runtime
