@@ -100,6 +100,7 @@ loop:
 	}
 	stopAll()
 	s.wg.Wait()
+	s.cache.Close()
 	if readErr != nil {
 		msg := fmt.Sprintf("read commands from standard input: %v", readErr)
 		_ = out.Write(report.Line{Type: report.TypeError, Error: &report.Error{Code: report.ErrorSetup, Message: msg}})

@@ -52,6 +52,27 @@ type OpenVSwitchRow struct {
 
 // Snapshot reads every bridge, port and interface once.
 func Snapshot(ctx context.Context, endpoint string) (*Node, error) {
+	l, err := Watch(ctx, endpoint)
+	if err != nil {
+		return nil, err
+	}
+	defer l.Close()
+	return l.Node(ctx)
+}
+
+// Live is a node's OVS layout as a monitor keeps it: OVSDB sends every
+// change to the rows it reads as it commits it, so Node answers from
+// memory what Snapshot reads anew. A long-lived helper (serve) keeps one
+// for its traces: connecting reads the whole schema first, which cost each
+// trace 6.5 ms of CPU and 1.3 MB of garbage (measured in the lab,
+// 2026-12-07).
+type Live struct {
+	c client.Client
+}
+
+// Watch connects to OVSDB at endpoint and monitors the rows the helper
+// reads. The connection outlives ctx; Close ends it.
+func Watch(ctx context.Context, endpoint string) (*Live, error) {
 	dbModel, err := model.NewClientDBModel("Open_vSwitch", map[string]model.Model{
 		"Open_vSwitch": &OpenVSwitchRow{}, "Bridge": &BridgeRow{}, "Port": &PortRow{}, "Interface": &InterfaceRow{},
 	})
@@ -66,7 +87,6 @@ func Snapshot(ctx context.Context, endpoint string) (*Node, error) {
 	if err := c.Connect(ctx); err != nil {
 		return nil, fmt.Errorf("connect to OVSDB at %s: %w", endpoint, err)
 	}
-	defer c.Close()
 	// Only the models' columns: a table monitored whole also sends columns
 	// the models lack (Interface statistics, which OVS updates every few
 	// seconds), and libovsdb fails the read on them ("column: statistics
@@ -81,14 +101,28 @@ func Snapshot(ctx context.Context, endpoint string) (*Node, error) {
 		client.WithTable(&p, &p.UUID, &p.Name, &p.Interfaces, &p.ExternalIDs),
 		client.WithTable(&i, &i.UUID, &i.Name, &i.Type, &i.Ofport, &i.MACInUse, &i.ExternalIDs, &i.Options),
 	)); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("read OVSDB: %w", err)
+	}
+	return &Live{c: c}, nil
+}
+
+// Node is the layout as OVSDB holds it now: as fresh as a Snapshot. It
+// first asks ovsdb-server for an echo: the server sends a session's
+// messages in order, so the changes committed before it answered come
+// before its answer, and libovsdb applies each to its cache as it reads
+// it (its notifications are handled in its read loop, in order), so once
+// the answer is back the cache holds them.
+func (l *Live) Node(ctx context.Context) (*Node, error) {
+	if err := l.c.Echo(ctx); err != nil {
 		return nil, fmt.Errorf("read OVSDB: %w", err)
 	}
 	var bridges []BridgeRow
 	var ports []PortRow
 	var ifaces []InterfaceRow
 	var roots []OpenVSwitchRow
-	for _, l := range []any{&bridges, &ports, &ifaces, &roots} {
-		if err := c.List(ctx, l); err != nil {
+	for _, list := range []any{&bridges, &ports, &ifaces, &roots} {
+		if err := l.c.List(ctx, list); err != nil {
 			return nil, fmt.Errorf("read OVSDB: %w", err)
 		}
 	}
@@ -98,6 +132,13 @@ func Snapshot(ctx context.Context, endpoint string) (*Node, error) {
 	}
 	return n, nil
 }
+
+// Connected reports whether the monitor still runs: after its connection
+// broke (ovsdb-server restarted), Node would answer from a past state.
+func (l *Live) Connected() bool { return l.c.Connected() }
+
+// Close ends the monitor.
+func (l *Live) Close() { l.c.Close() }
 
 // Node is the OVS layout of a node.
 type Node struct {

@@ -714,3 +714,26 @@ func TestIntegrationTableNamesCachedForAWhile(t *testing.T) {
 		t.Errorf("trace 3, after the names' age: %q, want Guard, read again", g)
 	}
 }
+
+// A serve helper's traces read the node's ports through one OVSDB monitor
+// (NodeCache), as fresh as a read of their own: a pod added after the
+// monitor began is found by the very next trace, without waiting.
+func TestIntegrationLiveOVSDBSeesANewPodAtOnce(t *testing.T) {
+	o := newOneNode(t)
+	cache := &tracer.NodeCache{}
+	t.Cleanup(cache.Close)
+	spec := o.spec(t, 11, o.b.IP, probe.TCP, 80)
+	spec.Cache = cache
+	if out, _ := traced(t, spec); out.ExitCode != tracer.ExitOK {
+		t.Fatalf("first trace: exit code %d, want 0", out.ExitCode)
+	}
+	for i := range 5 {
+		p := o.n.AddPod("default", fmt.Sprintf("late-%d", i), 20+i)
+		spec := o.spec(t, 11, o.b.IP, probe.TCP, 80)
+		spec.Cache, spec.SourcePod = cache, p.Ref()
+		out, lines := traced(t, spec)
+		if out.ExitCode == tracer.ExitSetup || lines[0].Type != report.TypeReady || lines[0].Ready.SourcePort != p.Port {
+			t.Fatalf("trace from %s, added just before: exit %d, first line %+v; want its port %s found", p.Ref(), out.ExitCode, lines[0], p.Port)
+		}
+	}
+}

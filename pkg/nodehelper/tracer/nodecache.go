@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/openflow"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/ovsdb"
 )
 
 // TableNamesMaxAge is how long a NodeCache keeps a bridge's table names
@@ -21,14 +22,18 @@ import (
 const TableNamesMaxAge = 5 * time.Second
 
 // NodeCache keeps what the traces of one long-lived helper (serve) read of
-// their node and may share: each bridge's table names. A one-shot helper
-// has none, and reads them for its one trace. The zero value is ready.
+// their node and may share: each bridge's table names, and a monitor of
+// OVSDB's bridges, ports and interfaces. A one-shot helper has none, and
+// reads them for its one trace. The zero value is ready; Close ends it.
 type NodeCache struct {
 	// Now is the clock (time.Now where nil).
 	Now func() time.Time
 
 	mu     sync.Mutex
 	tables map[string]cachedTables // by run directory and bridge
+
+	liveMu sync.Mutex
+	live   map[string]*ovsdb.Live // by OVSDB endpoint
 }
 
 type cachedTables struct {
@@ -62,4 +67,45 @@ func (c *NodeCache) tableNames(ctx context.Context, key string, of *openflow.Ses
 	}
 	c.tables[key] = cachedTables{names: names, read: read}
 	return names, nil
+}
+
+// node returns the node's OVS layout read from OVSDB at endpoint: through
+// the cache's monitor where c is set (started by the first trace, started
+// again once its connection broke), else read anew.
+func (c *NodeCache) node(ctx context.Context, endpoint string) (*ovsdb.Node, error) {
+	if c == nil {
+		return ovsdb.Snapshot(ctx, endpoint)
+	}
+	c.liveMu.Lock()
+	l := c.live[endpoint]
+	if l == nil || !l.Connected() {
+		if l != nil {
+			l.Close()
+		}
+		var err error
+		if l, err = ovsdb.Watch(ctx, endpoint); err != nil {
+			delete(c.live, endpoint)
+			c.liveMu.Unlock()
+			return nil, err
+		}
+		if c.live == nil {
+			c.live = map[string]*ovsdb.Live{}
+		}
+		c.live[endpoint] = l
+	}
+	c.liveMu.Unlock()
+	return l.Node(ctx)
+}
+
+// Close ends what c keeps open. The traces that used it have ended.
+func (c *NodeCache) Close() {
+	if c == nil {
+		return
+	}
+	c.liveMu.Lock()
+	defer c.liveMu.Unlock()
+	for _, l := range c.live {
+		l.Close()
+	}
+	c.live = nil
 }

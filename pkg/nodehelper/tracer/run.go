@@ -213,7 +213,7 @@ func open(ctx context.Context, c Common) (*session, error) {
 	}
 	s := &session{c: c, start: time.Now(), hostAddrs: interfaceAddrs}
 	s.stepped = s.start
-	node, err := ovsdb.Snapshot(ctx, "unix:"+filepath.Join(c.Rundir, "db.sock"))
+	node, err := c.Cache.node(ctx, "unix:"+filepath.Join(c.Rundir, "db.sock"))
 	if err != nil {
 		return nil, setupErr("%w", err)
 	}
