@@ -4,6 +4,7 @@ package ovn
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -113,5 +114,39 @@ func TestIntegrationReadRealDatabases(t *testing.T) {
 	// Nothing listens: the reason names the database.
 	if _, err := Read(context.Background(), "unix:"+filepath.Join(t.TempDir(), "none.sock"), nbEP, time.Second); err == nil || !strings.Contains(err.Error(), "southbound") {
 		t.Errorf("unreachable southbound: %v", err)
+	}
+}
+
+// A Live's rows are as fresh as a Read's: an ACL added after its monitors
+// began, and the logical flow northd made of it, are in the very next DB.
+func TestIntegrationLiveSeesChangesAtOnce(t *testing.T) {
+	nb, sb, nbctl := startOVN(t)
+	l, err := Watch(context.Background(), "unix:"+sb, "unix:"+nb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	before, err := l.DB(context.Background())
+	if err != nil || before.NBUnread != "" || len(before.ACLs) != 0 {
+		t.Fatalf("first DB: %d ACLs, %v (northbound: %s)", len(before.ACLs), err, before.NBUnread)
+	}
+	for i := range 3 {
+		acl := nbctl("--id=@a", "create", "ACL", "direction=to-lport", fmt.Sprintf("priority=%d", 1001+i), fmt.Sprintf(`match="outport == \"demo_web\" && tcp.dst == %d"`, 81+i), "action=drop",
+			"--", "add", "Logical_Switch", "node-1", "acls", "@a")
+		nbctl("--wait=sb", "--timeout=20", "sync")
+		db, err := l.DB(context.Background())
+		if err != nil || len(db.ACLs) != i+1 {
+			t.Fatalf("after ACL %d: %d ACLs, %v", i+1, len(db.ACLs), err)
+		}
+		found := false
+		for _, f := range db.LogicalFlows {
+			found = found || (f.ExternalIDs["stage-hint"] == acl[:8] && f.ExternalIDs["stage-name"] == "ls_out_acl")
+		}
+		if !found {
+			t.Fatalf("after ACL %d: no ls_out_acl logical flow with stage-hint %s among %d", i+1, acl[:8], len(db.LogicalFlows))
+		}
+	}
+	if !l.Connected() {
+		t.Error("the monitors are not connected")
 	}
 }

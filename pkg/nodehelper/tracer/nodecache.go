@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/openflow"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/ovn"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/ovsdb"
 )
 
@@ -22,8 +23,9 @@ import (
 const TableNamesMaxAge = 5 * time.Second
 
 // NodeCache keeps what the traces of one long-lived helper (serve) read of
-// their node and may share: each bridge's table names, and a monitor of
-// OVSDB's bridges, ports and interfaces. A one-shot helper has none, and
+// their node and may share: each bridge's table names, and monitors of
+// OVSDB's bridges, ports and interfaces and of the OVN rows that name
+// hops. A one-shot helper has none, and
 // reads them for its one trace. The zero value is ready; Close ends it.
 type NodeCache struct {
 	// Now is the clock (time.Now where nil).
@@ -34,6 +36,7 @@ type NodeCache struct {
 
 	liveMu sync.Mutex
 	live   map[string]*ovsdb.Live // by OVSDB endpoint
+	ovn    map[string]*ovn.Live   // by southbound and northbound endpoint
 }
 
 type cachedTables struct {
@@ -97,6 +100,40 @@ func (c *NodeCache) node(ctx context.Context, endpoint string) (*ovsdb.Node, err
 	return l.Node(ctx)
 }
 
+// ovnDB returns the rows of OVN's databases that name the hops: through
+// the cache's monitors where c is set (started by the first trace, started
+// again once a connection broke), else read anew.
+func (c *NodeCache) ovnDB(ctx context.Context, sb, nb string) (ovn.DB, error) {
+	if c == nil {
+		l, err := ovn.Watch(ctx, sb, nb)
+		if err != nil {
+			return ovn.DB{}, err
+		}
+		defer l.Close()
+		return l.DB(ctx)
+	}
+	key := sb + "\x00" + nb
+	c.liveMu.Lock()
+	l := c.ovn[key]
+	if l == nil || !l.Connected() {
+		if l != nil {
+			l.Close()
+		}
+		var err error
+		if l, err = ovn.Watch(ctx, sb, nb); err != nil {
+			delete(c.ovn, key)
+			c.liveMu.Unlock()
+			return ovn.DB{}, err
+		}
+		if c.ovn == nil {
+			c.ovn = map[string]*ovn.Live{}
+		}
+		c.ovn[key] = l
+	}
+	c.liveMu.Unlock()
+	return l.DB(ctx)
+}
+
 // Close ends what c keeps open. The traces that used it have ended.
 func (c *NodeCache) Close() {
 	if c == nil {
@@ -107,5 +144,8 @@ func (c *NodeCache) Close() {
 	for _, l := range c.live {
 		l.Close()
 	}
-	c.live = nil
+	for _, l := range c.ovn {
+		l.Close()
+	}
+	c.live, c.ovn = nil, nil
 }

@@ -16,11 +16,13 @@ const ovnReadBudget = 3 * time.Second
 // ovn-controller runs, so that hops are named by their logical flows. Where
 // the databases cannot be read, the hops keep their table numbers and the
 // returned sentence says why; the trace runs either way.
-func readOVNNames(ctx context.Context, tables TableNames, remote string, logf func(string, ...any)) (Namer, string) {
+func readOVNNames(ctx context.Context, cache *NodeCache, tables TableNames, remote string, logf func(string, ...any)) (Namer, string) {
 	sb, nb, err := ovn.Endpoints(remote)
 	if err == nil {
+		ctx, cancel := context.WithTimeout(ctx, ovnReadBudget)
+		defer cancel()
 		var db ovn.DB
-		if db, err = ovn.Read(ctx, sb, nb, ovnReadBudget); err == nil {
+		if db, err = cache.ovnDB(ctx, sb, nb); err == nil {
 			if db.NBUnread != "" {
 				logf("OVN's northbound database is not readable (%s): hops name their logical flows, not the ACLs and load balancers behind them", db.NBUnread)
 			}

@@ -240,7 +240,7 @@ func open(ctx context.Context, c Common) (*session, error) {
 	s.names, s.tables = tables, tables
 	s.timed("table names")
 	if s.ovnRemote != "" {
-		s.names, s.naming = readOVNNames(ctx, tables, s.ovnRemote, c.Logf)
+		s.names, s.naming = readOVNNames(ctx, c.Cache, tables, s.ovnRemote, c.Logf)
 		s.timed("ovn names")
 	}
 	return s, nil
