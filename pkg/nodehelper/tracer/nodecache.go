@@ -2,6 +2,7 @@ package tracer
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -25,8 +26,8 @@ const TableNamesMaxAge = 5 * time.Second
 // NodeCache keeps what the traces of one long-lived helper (serve) read of
 // their node and may share: each bridge's table names, and monitors of
 // OVSDB's bridges, ports and interfaces and of the OVN rows that name
-// hops. A one-shot helper has none, and
-// reads them for its one trace. The zero value is ready; Close ends it.
+// hops. A one-shot helper has none, and reads them for its one trace. The
+// zero value is ready; Close ends it.
 type NodeCache struct {
 	// Now is the clock (time.Now where nil).
 	Now func() time.Time
@@ -37,6 +38,7 @@ type NodeCache struct {
 	liveMu sync.Mutex
 	live   map[string]*ovsdb.Live // by OVSDB endpoint
 	ovn    map[string]*ovn.Live   // by southbound and northbound endpoint
+	closed bool
 }
 
 type cachedTables struct {
@@ -46,7 +48,9 @@ type cachedTables struct {
 
 // tableNames returns the table names of the bridge that of is connected
 // to, from c where it read them within TableNamesMaxAge, else through of.
-// Traces that ask at once wait for one read. A nil c always reads.
+// No lock is held while reading: a trace that is stopped must not wait
+// for another's read (on a hung OVS, for that one's timeout); traces that
+// find the names old at once each read them. A nil c always reads.
 func (c *NodeCache) tableNames(ctx context.Context, key string, of *openflow.Session) (TableNames, error) {
 	if c == nil {
 		return readTableNames(ctx, of)
@@ -56,8 +60,9 @@ func (c *NodeCache) tableNames(ctx context.Context, key string, of *openflow.Ses
 		now = c.Now
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if t, ok := c.tables[key]; ok && now().Sub(t.read) < TableNamesMaxAge {
+	t, ok := c.tables[key]
+	c.mu.Unlock()
+	if ok && now().Sub(t.read) < TableNamesMaxAge {
 		return t.names, nil
 	}
 	read := now()
@@ -65,44 +70,74 @@ func (c *NodeCache) tableNames(ctx context.Context, key string, of *openflow.Ses
 	if err != nil {
 		return nil, err
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if c.tables == nil {
 		c.tables = map[string]cachedTables{}
 	}
-	c.tables[key] = cachedTables{names: names, read: read}
+	if cur, ok := c.tables[key]; !ok || cur.read.Before(read) {
+		c.tables[key] = cachedTables{names: names, read: read}
+	}
 	return names, nil
 }
 
+// monitor is a kept connection to a database: ovsdb.Live or ovn.Live.
+type monitor interface {
+	Connected() bool
+	Close()
+}
+
+// kept returns the monitor c keeps under key in m, or one that start
+// opens (and c then keeps) where c has none or its connection broke. No
+// lock is held while start connects, for the reason tableNames gives; of
+// two traces that start one at once, the later keeps the other's.
+func kept[M monitor](c *NodeCache, m *map[string]M, key string, start func() (M, error)) (M, error) {
+	c.liveMu.Lock()
+	cur, ok := (*m)[key]
+	c.liveMu.Unlock()
+	if ok && cur.Connected() {
+		return cur, nil
+	}
+	l, err := start()
+	if err != nil {
+		return l, err
+	}
+	c.liveMu.Lock()
+	defer c.liveMu.Unlock()
+	if c.closed {
+		l.Close()
+		var none M
+		return none, errors.New("the helper is stopping")
+	}
+	if cur, ok := (*m)[key]; ok && cur.Connected() {
+		l.Close()
+		return cur, nil
+	}
+	if ok {
+		cur.Close()
+	}
+	if *m == nil {
+		*m = map[string]M{}
+	}
+	(*m)[key] = l
+	return l, nil
+}
+
 // node returns the node's OVS layout read from OVSDB at endpoint: through
-// the cache's monitor where c is set (started by the first trace, started
-// again once its connection broke), else read anew.
+// the cache's monitor where c is set, else read anew.
 func (c *NodeCache) node(ctx context.Context, endpoint string) (*ovsdb.Node, error) {
 	if c == nil {
 		return ovsdb.Snapshot(ctx, endpoint)
 	}
-	c.liveMu.Lock()
-	l := c.live[endpoint]
-	if l == nil || !l.Connected() {
-		if l != nil {
-			l.Close()
-		}
-		var err error
-		if l, err = ovsdb.Watch(ctx, endpoint); err != nil {
-			delete(c.live, endpoint)
-			c.liveMu.Unlock()
-			return nil, err
-		}
-		if c.live == nil {
-			c.live = map[string]*ovsdb.Live{}
-		}
-		c.live[endpoint] = l
+	l, err := kept(c, &c.live, endpoint, func() (*ovsdb.Live, error) { return ovsdb.Watch(ctx, endpoint) })
+	if err != nil {
+		return nil, err
 	}
-	c.liveMu.Unlock()
 	return l.Node(ctx)
 }
 
 // ovnDB returns the rows of OVN's databases that name the hops: through
-// the cache's monitors where c is set (started by the first trace, started
-// again once a connection broke), else read anew.
+// the cache's monitors where c is set, else read anew.
 func (c *NodeCache) ovnDB(ctx context.Context, sb, nb string) (ovn.DB, error) {
 	if c == nil {
 		l, err := ovn.Watch(ctx, sb, nb)
@@ -112,29 +147,15 @@ func (c *NodeCache) ovnDB(ctx context.Context, sb, nb string) (ovn.DB, error) {
 		defer l.Close()
 		return l.DB(ctx)
 	}
-	key := sb + "\x00" + nb
-	c.liveMu.Lock()
-	l := c.ovn[key]
-	if l == nil || !l.Connected() {
-		if l != nil {
-			l.Close()
-		}
-		var err error
-		if l, err = ovn.Watch(ctx, sb, nb); err != nil {
-			delete(c.ovn, key)
-			c.liveMu.Unlock()
-			return ovn.DB{}, err
-		}
-		if c.ovn == nil {
-			c.ovn = map[string]*ovn.Live{}
-		}
-		c.ovn[key] = l
+	l, err := kept(c, &c.ovn, sb+"\x00"+nb, func() (*ovn.Live, error) { return ovn.Watch(ctx, sb, nb) })
+	if err != nil {
+		return ovn.DB{}, err
 	}
-	c.liveMu.Unlock()
 	return l.DB(ctx)
 }
 
-// Close ends what c keeps open. The traces that used it have ended.
+// Close ends what c keeps open, and c keeps nothing opened after. The
+// traces that used it have ended.
 func (c *NodeCache) Close() {
 	if c == nil {
 		return
@@ -147,5 +168,5 @@ func (c *NodeCache) Close() {
 	for _, l := range c.ovn {
 		l.Close()
 	}
-	c.live, c.ovn = nil, nil
+	c.live, c.ovn, c.closed = nil, nil, true
 }
