@@ -59,7 +59,7 @@ func Read(ctx context.Context, sb, nb string, timeout time.Duration) (db DB, err
 // send every change to those rows as they commit it, so DB answers from
 // memory what Read reads anew. A long-lived helper (serve) keeps one for
 // its traces: a read connects, reads the schemas and receives every
-// logical flow, tens of milliseconds of CPU a trace on the lab's nodes.
+// logical flow, which took 33 to 86 ms a trace in the lab's OVN mode.
 type Live struct {
 	sb, nb client.Client
 	// nbUnread says why the northbound database is not monitored.
