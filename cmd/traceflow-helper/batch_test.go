@@ -24,6 +24,16 @@ func (r *recorder) Write(p []byte) (int, error) {
 	return len(p), r.err
 }
 
+// wait returns once a write has reached r, failing after 5 s.
+func (r *recorder) wait(t *testing.T) {
+	t.Helper()
+	select {
+	case <-r.signal:
+	case <-time.After(5 * time.Second):
+		t.Fatal("nothing was written")
+	}
+}
+
 func (r *recorder) got() [][]byte {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -41,11 +51,7 @@ func TestBatchedWritesABurstAtOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	select {
-	case <-r.signal:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the batch was never written")
-	}
+	r.wait(t)
 	if w := r.got(); len(w) != 1 || string(w[0]) != "a\nb\nc\n" {
 		t.Fatalf("writes %q, want one of the three lines in order", w)
 	}
@@ -56,7 +62,7 @@ func TestBatchedWritesABurstAtOnce(t *testing.T) {
 	if w := r.got(); len(w) != 2 || len(w[1]) != batchMax {
 		t.Fatalf("a full batch was not written at once: %d writes", len(w))
 	}
-	<-r.signal
+	r.wait(t)
 	if _, err := b.Write([]byte("last\n")); err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +81,7 @@ func TestBatchedReportsAFailedWrite(t *testing.T) {
 	if _, err := b.Write([]byte("a\n")); err != nil {
 		t.Fatal(err)
 	}
-	<-r.signal
+	r.wait(t)
 	if _, err := b.Write([]byte("b\n")); err == nil {
 		t.Error("a write after a failed one succeeded")
 	}

@@ -52,7 +52,7 @@ func Read(ctx context.Context, sb, nb string, timeout time.Duration) (db DB, err
 		return db, err
 	}
 	defer l.Close()
-	return l.DB(ctx)
+	return l.db(ctx, false)
 }
 
 // Live is the rows the names need as monitors keep them: OVN's databases
@@ -105,9 +105,17 @@ func Watch(ctx context.Context, sb, nb string) (*Live, error) {
 // in order, and libovsdb applies each update to its cache as it reads it,
 // so once the echo is answered the cache holds every change committed
 // before it.
-func (l *Live) DB(ctx context.Context) (db DB, err error) {
-	if err := l.sb.Echo(ctx); err != nil {
-		return db, fmt.Errorf("read the southbound database: %w", err)
+func (l *Live) DB(ctx context.Context) (DB, error) {
+	return l.db(ctx, true)
+}
+
+// db lists the monitors' rows, after an echo to each database where echo
+// is set; monitors that have just begun hold the current rows already.
+func (l *Live) db(ctx context.Context, echo bool) (db DB, err error) {
+	if echo {
+		if err := l.sb.Echo(ctx); err != nil {
+			return db, fmt.Errorf("read the southbound database: %w", err)
+		}
 	}
 	for _, list := range []any{&db.LogicalFlows, &db.Datapaths, &db.DPGroups, &db.PortBindings} {
 		if err := l.sb.List(ctx, list); err != nil {
@@ -118,7 +126,9 @@ func (l *Live) DB(ctx context.Context) (db DB, err error) {
 	if l.nb == nil {
 		return db, nil
 	}
-	err = l.nb.Echo(ctx)
+	if echo {
+		err = l.nb.Echo(ctx)
+	}
 	if err == nil {
 		err = l.nb.List(ctx, &db.ACLs)
 	}

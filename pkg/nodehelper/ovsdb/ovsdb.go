@@ -57,7 +57,7 @@ func Snapshot(ctx context.Context, endpoint string) (*Node, error) {
 		return nil, err
 	}
 	defer l.Close()
-	return l.Node(ctx)
+	return l.node(ctx, false)
 }
 
 // Live is a node's OVS layout as a monitor keeps it: OVSDB sends every
@@ -114,8 +114,16 @@ func Watch(ctx context.Context, endpoint string) (*Live, error) {
 // it (its notifications are handled in its read loop, in order), so once
 // the answer is back the cache holds them.
 func (l *Live) Node(ctx context.Context) (*Node, error) {
-	if err := l.c.Echo(ctx); err != nil {
-		return nil, fmt.Errorf("read OVSDB: %w", err)
+	return l.node(ctx, true)
+}
+
+// node lists the monitor's rows, after an echo where echo is set; a
+// monitor that has just begun holds the current rows already.
+func (l *Live) node(ctx context.Context, echo bool) (*Node, error) {
+	if echo {
+		if err := l.c.Echo(ctx); err != nil {
+			return nil, fmt.Errorf("read OVSDB: %w", err)
+		}
 	}
 	var bridges []BridgeRow
 	var ports []PortRow

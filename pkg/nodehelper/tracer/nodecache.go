@@ -140,12 +140,7 @@ func (c *NodeCache) node(ctx context.Context, endpoint string) (*ovsdb.Node, err
 // the cache's monitors where c is set, else read anew.
 func (c *NodeCache) ovnDB(ctx context.Context, sb, nb string) (ovn.DB, error) {
 	if c == nil {
-		l, err := ovn.Watch(ctx, sb, nb)
-		if err != nil {
-			return ovn.DB{}, err
-		}
-		defer l.Close()
-		return l.DB(ctx)
+		return ovn.Read(ctx, sb, nb, ovnReadBudget)
 	}
 	l, err := kept(c, &c.ovn, sb+"\x00"+nb, func() (*ovn.Live, error) { return ovn.Watch(ctx, sb, nb) })
 	if err != nil {
