@@ -82,6 +82,11 @@ type Line struct {
 	// not follow the answer (the probe's source was translated, so the
 	// answer comes back to an address its catch does not know).
 	Unfollowed string `json:"unfollowed,omitempty"`
+	// Uncaught, on the answer's result line where it caught nothing,
+	// names the kinds of answer (Answer.Class) the helper could not
+	// catch on this node: another trace from the same source was
+	// catching them at the same time.
+	Uncaught []string `json:"uncaught,omitempty"`
 }
 
 // Answer is what came back to the probe's source.
@@ -93,6 +98,20 @@ type Answer struct {
 	Refused bool `json:"refused,omitempty"`
 	// From is the answer's source address where it was caught.
 	From string `json:"from,omitempty"`
+}
+
+// Class is the kind of answer as a helper's Uncaught names it: "TCP",
+// "UDP", "echo reply" or "ICMP error".
+func (a Answer) Class() string {
+	switch {
+	case a.Kind == "echo reply":
+		return "echo reply"
+	case strings.HasPrefix(a.Kind, "ICMP"):
+		return "ICMP error"
+	case a.Kind == "UDP":
+		return "UDP"
+	}
+	return "TCP"
 }
 
 // Command is one line of a serve helper's standard input: start the trace

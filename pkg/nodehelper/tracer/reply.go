@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -43,6 +44,9 @@ type ReplyRun struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	done   chan struct{}
+	// sender: armed on the probe's sender, before the probe goes, where
+	// it may wait for the catch keys it needs (waitFor).
+	sender bool
 	// anyAddress: the answer is caught whatever address it comes back
 	// to (probe.ReplyTo.AnyAddress), or also at the address the pipeline
 	// translated the probe's source to (ArmTranslated), so a translated
@@ -65,6 +69,25 @@ func (r *ReplyRun) answers(frame []byte) (report.Answer, bool) {
 		}
 	}
 	return report.Answer{}, false
+}
+
+// waitFor is the classes of answer (catchKey.class) the sender waits to
+// catch before its probe goes: the answers a probe of to's protocol gets
+// from a destination that does not take it (an echo reply, and the ICMP
+// errors a ping or a UDP probe to a closed port gets). A TCP probe's
+// answers come to its own port, taken with the port (holdSourcePort);
+// where another trace catches ICMP errors to its source, it goes on
+// without. A receiver waits for nothing: the probe is paused there.
+func (r *ReplyRun) waitFor(to probe.ReplyTo) []string {
+	switch {
+	case !r.sender:
+		return nil
+	case to.Protocol == probe.ICMP:
+		return []string{"echo reply", "ICMP error"}
+	case to.Protocol == probe.UDP:
+		return []string{"ICMP error"}
+	}
+	return nil
 }
 
 // openReply opens the answer's trace beside the probe's session, with its
@@ -96,8 +119,9 @@ func (r *ReplyRun) Arm(to probe.ReplyTo) error {
 		_, ok := r.answers(frame)
 		return ok
 	}
-	catch, err := s.answerCatch(to)
+	catch, keys, err := s.answerCatch(to)
 	if err == nil {
+		catch = s.takeCatches(ctx, catch, keys, r.waitFor(to)...)
 		err = s.install(ctx, catch, false)
 	}
 	if err == nil {
@@ -142,11 +166,13 @@ func (r *ReplyRun) ArmTranslated(frame []byte, own, from netip.Addr) {
 	}
 	r.tos = append(r.tos, to)
 	r.mu.Unlock()
-	catch, err := r.s.answerCatch(to)
+	catch, keys, err := r.s.answerCatch(to)
 	if err != nil {
 		r.s.c.Logf("the translated answer's catch: %v", err)
 		return
 	}
+	// The probe is paused here: take what is free, wait for nothing.
+	catch = r.s.takeCatches(r.ctx, catch, keys)
 	req := catchRequest{plan: catch, done: make(chan error, 1)}
 	select {
 	case r.s.extraCatch <- req:
@@ -222,11 +248,12 @@ func (o Outcome) Final() report.Observation {
 	return obs[len(obs)-1]
 }
 
-// answerCatch is the catch flows for the answer to the probe to describes.
-func (s *session) answerCatch(to probe.ReplyTo) (Plan, error) {
+// answerCatch is the catch flows for the answer to the probe to describes,
+// and each flow's catch key (catchkeys.go).
+func (s *session) answerCatch(to probe.ReplyTo) (Plan, []catchKey, error) {
 	ca, err := openflow.ControllerAction(s.ctlID, userdata(s.c.Tag, kindCatch, 0, 0), true)
 	if err != nil {
-		return Plan{}, err
+		return Plan{}, nil, err
 	}
 	actions := append(append(ca, openflow.SetDSCPAction(s.c.Tag)...), openflow.ResubmitAction(0)...)
 	v6 := to.Source.Is6()
@@ -235,17 +262,26 @@ func (s *session) answerCatch(to probe.ReplyTo) (Plan, error) {
 	if v6 {
 		ethType, icmp, echoReply, errs = 0x86dd, 58, 129, []uint8{1, 3}
 	}
+	key := catchKey{ovs: s.ovsKey(), v6: v6, proto: icmp}
 	base := append(openflow.EthTypeField(ethType), openflow.IPProtoField(icmp)...)
 	if !to.AnyAddress {
 		base = append(base, openflow.IPDstField(to.Source)...)
+		key.dst = to.Source
 	}
 	var matches [][]byte
-	for _, t := range errs {
+	var keys []catchKey
+	icmpType := func(t uint8) {
 		matches = append(matches, append(append([]byte(nil), base...), openflow.ICMPTypeField(v6, t)...))
+		k := key
+		k.num = uint16(t)
+		keys = append(keys, k)
+	}
+	for _, t := range errs {
+		icmpType(t)
 	}
 	switch to.Protocol {
 	case probe.ICMP:
-		matches = append(matches, append(append([]byte(nil), base...), openflow.ICMPTypeField(v6, echoReply)...))
+		icmpType(echoReply)
 	case probe.TCP, probe.UDP:
 		proto := uint8(6)
 		if to.Protocol == probe.UDP {
@@ -256,14 +292,24 @@ func (s *session) answerCatch(to probe.ReplyTo) (Plan, error) {
 			m = append(m, openflow.IPDstField(to.Source)...)
 		}
 		matches = append(matches, append(m, openflow.L4DstField(proto, to.SrcPort)...))
+		keys = append(keys, s.portKey(to, proto))
 	default:
-		return Plan{}, fmt.Errorf("no answer to follow for protocol %q", to.Protocol)
+		return Plan{}, nil, fmt.Errorf("no answer to follow for protocol %q", to.Protocol)
 	}
 	var p Plan
 	for _, m := range matches {
 		p.FlowMods = append(p.FlowMods, openflow.NewFlow(0, 0, 0xffff, s.cookie|kindCatch, s.c.hardTimeout(), m, actions))
 	}
-	return p, nil
+	return p, keys, nil
+}
+
+// portKey is the catch key of the answer to a TCP or UDP probe.
+func (s *session) portKey(to probe.ReplyTo, proto uint8) catchKey {
+	k := catchKey{ovs: s.ovsKey(), v6: to.Source.Is6(), proto: proto, num: to.SrcPort, dst: to.Source}
+	if to.AnyAddress {
+		k.dst = netip.Addr{}
+	}
+	return k
 }
 
 // followAnswer waits for the answer and follows it on this node. The
@@ -299,11 +345,15 @@ func (s *session) unanswered(ctx context.Context, err error) (Outcome, error) {
 	if s.ignored > 0 {
 		ex.Summary += fmt.Sprintf(" (%d packets to the probe's address and port were caught and were not its answer)", s.ignored)
 	}
+	uncaught := s.catches.missing()
+	if len(uncaught) > 0 {
+		ex.Summary += fmt.Sprintf("; answers of the kinds %s could not be caught here: another trace from the same source was catching them at the same time", strings.Join(uncaught, ", "))
+	}
 	var unfollowed string
 	if why := s.unfollowed.Load(); why != nil {
 		unfollowed, ex.Summary = *why, *why
 	}
-	if err := s.c.Out.Write(report.Line{Type: report.TypeResult, Result: &res, Explanation: ex, ExitCode: &code, Unfollowed: unfollowed}); err != nil {
+	if err := s.c.Out.Write(report.Line{Type: report.TypeResult, Result: &res, Explanation: ex, ExitCode: &code, Unfollowed: unfollowed, Uncaught: uncaught}); err != nil {
 		return Outcome{}, err
 	}
 	return Outcome{ExitCode: code, Result: res}, nil

@@ -2,6 +2,7 @@ package tracer
 
 import (
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -54,9 +55,12 @@ func TestAnswerCatch(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			s := &session{c: Common{Tag: 5, Timeout: 10 * time.Second}, ctlID: 9, cookie: TraceCookie(5, 1)}
-			p, err := s.answerCatch(tc.to)
+			p, keys, err := s.answerCatch(tc.to)
 			if err != nil {
 				t.Fatal(err)
+			}
+			if len(keys) != len(p.FlowMods) {
+				t.Fatalf("%d catch keys for %d flows", len(keys), len(p.FlowMods))
 			}
 			var got []string
 			for _, m := range p.FlowMods {
@@ -70,6 +74,24 @@ func TestAnswerCatch(t *testing.T) {
 			if d := cmp.Diff(tc.want, got); d != "" {
 				t.Errorf("catch flows' matches (-want +got):\n%s", d)
 			}
+			for i, k := range keys {
+				if want := matchClass(got[i]); k.class() != want {
+					t.Errorf("flow %s: catch key %+v of class %q, want %q", got[i], k, k.class(), want)
+				}
+			}
 		})
 	}
+}
+
+// matchClass is the kind of answer a catch flow's match catches.
+func matchClass(m string) string {
+	switch {
+	case strings.Contains(m, "nw_proto=6,"):
+		return "TCP"
+	case strings.Contains(m, "nw_proto=17,"):
+		return "UDP"
+	case strings.HasSuffix(m, "icmp_type=0"), strings.HasSuffix(m, "icmpv6_type=129"):
+		return "echo reply"
+	}
+	return "ICMP error"
 }

@@ -156,6 +156,9 @@ type session struct {
 	// cleanup.
 	kernel     *kernelCT
 	kernelConn *ctTuple
+	// catches holds the answer's catch keys the trace took (catchkeys.go),
+	// let go at cleanup.
+	catches heldCatches
 }
 
 // trace asks OVS for its trace of frame entering the bridge with the
@@ -315,6 +318,7 @@ func readTableNames(ctx context.Context, of *openflow.Session) (TableNames, erro
 // the plugin that stopping the helper left nothing behind. It runs on
 // every exit path; hard_timeout covers a helper that is killed.
 func (s *session) cleanup() {
+	defer s.catches.release()
 	s.wanted = nil
 	s.stopRules()
 	s.forgetKernelConn()

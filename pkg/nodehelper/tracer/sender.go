@@ -76,6 +76,7 @@ func Trace(ctx context.Context, spec TraceSpec) (Outcome, error) {
 	if err != nil {
 		return Outcome{ExitCode: ExitSetup}, setupErr("%w", err)
 	}
+	s.holdSourcePort(ctx, &ps, spec)
 	s.probeSrcPort, s.probeSrcIP = ps.SrcPort, ps.SrcIP
 	pkt, err := probe.Build(ps)
 	if err != nil {
@@ -138,6 +139,7 @@ func (s *session) armReply(ctx context.Context, spec TraceSpec, ps probe.Spec) (
 	if err != nil {
 		return nil, err
 	}
+	reply.sender = true
 	to := ps.Reply()
 	// From outside, the gateway router may translate the probe's
 	// source (a NodePort's SNAT): its answer is known by its ports.
@@ -278,6 +280,45 @@ func family(a netip.Addr) string {
 		return "IPv4"
 	}
 	return "IPv6"
+}
+
+// holdSourcePort takes the catch key of a round trip's TCP or UDP probe's
+// answer, at its source port (catchkeys.go): a random port is drawn again
+// until no other trace from the same source catches answers at it; a
+// port the user gave is waited for, at most the trace's timeout. A port
+// not taken is still the probe's: the answer's trace then says it could
+// not catch the answer.
+func (s *session) holdSourcePort(ctx context.Context, ps *probe.Spec, spec TraceSpec) {
+	if s.c.ReplyTag == 0 || (ps.Protocol != probe.TCP && ps.Protocol != probe.UDP) {
+		return
+	}
+	proto := uint8(6)
+	if ps.Protocol == probe.UDP {
+		proto = 17
+	}
+	owner := s.c.ReplyTag
+	key := func() catchKey {
+		to := ps.Reply()
+		to.AnyAddress = spec.SourceOutside
+		return s.portKey(to, proto)
+	}
+	if spec.SrcPort == 0 {
+		for range 64 {
+			if got := liveCatches.try(owner, []catchKey{key()}); len(got) == 1 {
+				s.catches.took(owner, got)
+				return
+			}
+			ps.SrcPort = probeSrcPortLow + uint16(s.c.Random()%(65536-probeSrcPortLow)) //nolint:gosec // bounded
+		}
+	}
+	k := key()
+	wctx, cancel := context.WithTimeout(ctx, s.c.Timeout)
+	defer cancel()
+	if err := liveCatches.wait(wctx, owner, []catchKey{k}); err != nil {
+		s.c.Logf("another trace from %s catches its answers at port %d: waited %s for it", ps.SrcIP, ps.SrcPort, s.c.Timeout)
+		return
+	}
+	s.catches.took(owner, []catchKey{k})
 }
 
 // probeSrcPortLow is the lowest source port a probe picks (probeSpec).

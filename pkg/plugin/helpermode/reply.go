@@ -2,6 +2,8 @@ package helpermode
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/report"
@@ -29,6 +31,11 @@ type replyState struct {
 	// unfollowed says why a helper did not follow the answer, where one
 	// said so (the probe's source was translated on its node).
 	unfollowed, unfollowedOn string
+	// uncaught is the kinds of answer (report.Answer.Class) a helper
+	// could not catch, on uncaughtOn: another trace from the same source
+	// was catching them at the same time.
+	uncaught   []string
+	uncaughtOn string
 }
 
 // onReplyLine folds one of the answer's lines.
@@ -48,6 +55,9 @@ func (m *machine) onReplyLine(h *helper, l report.Line, at time.Time) *ending {
 	case report.TypeResult, report.TypeCleanup:
 		if l.Unfollowed != "" && m.reply.unfollowed == "" {
 			m.reply.unfollowed, m.reply.unfollowedOn = l.Unfollowed, h.node
+		}
+		if len(l.Uncaught) > 0 && m.reply.uncaught == nil {
+			m.reply.uncaught, m.reply.uncaughtOn = l.Uncaught, h.node
 		}
 		m.replyStopped(h)
 	}
@@ -181,6 +191,9 @@ func (m *machine) replyEnd(timedOut bool) *outcome.ReplyEnd {
 	if !timedOut && !m.replyFollowedToTheEnd() {
 		return nil
 	}
+	if r := m.uncaughtEnd(); r != nil {
+		return r
+	}
 	if len(m.reply.hops) == 0 {
 		return &outcome.ReplyEnd{Fate: outcome.Unanswered,
 			Reason: fmt.Sprintf("no answer to the probe was seen within %s of its delivery", m.timeout)}
@@ -188,6 +201,21 @@ func (m *machine) replyEnd(timedOut bool) *outcome.ReplyEnd {
 	last := m.reply.hops[len(m.reply.hops)-1].Hop
 	return &outcome.ReplyEnd{Fate: outcome.Lost, Answer: kind, Decided: &last,
 		Reason: fmt.Sprintf("the answer (%s) was last seen %s on %s (table %s) and not after it within %s", kind, last.Observation.Action, last.Node, tableOf(last), m.timeout)}
+}
+
+// uncaughtEnd is, for an answer no hop decided, not followed where a
+// helper could not catch answers of its kind (or of a kind it may have
+// been, where none was seen): whether it came back is not known. Nil
+// where the helpers caught every kind it can be.
+func (m *machine) uncaughtEnd() *outcome.ReplyEnd {
+	if len(m.reply.uncaught) == 0 {
+		return nil
+	}
+	if a := m.reply.answer; a != nil && !slices.Contains(m.reply.uncaught, a.Class()) {
+		return nil
+	}
+	return &outcome.ReplyEnd{Reason: fmt.Sprintf("answers of the kinds %s could not be caught on %s while another trace from the same source was catching them, so whether the answer came back is not known",
+		strings.Join(m.reply.uncaught, ", "), m.reply.uncaughtOn)}
 }
 
 // replyFollowedToTheEnd reports whether no helper follows the answer any

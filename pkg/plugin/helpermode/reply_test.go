@@ -169,3 +169,40 @@ func stepsWarn(m *machine, text string, events ...event) bool {
 	}
 	return warned
 }
+
+// A helper that could not catch a kind of answer (another trace from the
+// same source was catching such answers: the helpers' catch keys) makes an
+// answer of that kind, or of no kind seen, not followed instead of
+// unanswered or lost; an answer of another kind keeps its fate.
+func TestMachineRoundTripUncaught(t *testing.T) {
+	cfg := machineConfig{trace: "tf", sender: "n1", receivers: []string{"n2"}, namespace: "ns", image: "img", timeout: 10 * time.Second, shared: true, roundTrip: true}
+	uncaught := replyLine(resultLine("n1", report.RoleReceiver, 3))
+	uncaught.Uncaught = []string{"ICMP error"}
+	start := []event{begin(), created("receiver@n2"), line("receiver@n2", readyLine(report.RoleReceiver)), created("sender@n1"),
+		line("sender@n1", readyLine(report.RoleSender)), line("sender@n1", tunnelledLine), line("sender@n1", resultLine("n1", report.RoleSender, 0)),
+		line("receiver@n2", deliveredLine)}
+	for name, c := range map[string]struct {
+		caught []event
+		fate   outcome.ReplyFate
+	}{
+		"none seen":                 {nil, ""},
+		"an ICMP error seen":        {[]event{line("receiver@n2", caughtLine("ICMP DestinationUnreachable(Port)", true)), line("receiver@n2", replyTunnelled)}, ""},
+		"a SYN-ACK into the tunnel": {[]event{line("receiver@n2", caughtLine("SYN-ACK", false)), line("receiver@n2", replyTunnelled)}, outcome.Lost},
+	} {
+		t.Run(name, func(t *testing.T) {
+			m := newMachine(cfg)
+			events := append(append(append([]event(nil), start...), c.caught...),
+				line("receiver@n2", replyLine(resultLine("n2", report.RoleReceiver, 3))), line("sender@n1", uncaught))
+			warned := stepsWarn(m, "could not be caught on n1", events...)
+			if m.ended == nil || m.ended.verdict != outcome.Delivered {
+				t.Fatalf("ended %+v, want Delivered", m.ended)
+			}
+			switch {
+			case c.fate == "" && (m.ended.reply != nil || !warned):
+				t.Errorf("reply %+v, warned %v: want not followed, with a warning", m.ended.reply, warned)
+			case c.fate != "" && (m.ended.reply == nil || m.ended.reply.Fate != c.fate):
+				t.Errorf("reply %+v, want %s", m.ended.reply, c.fate)
+			}
+		})
+	}
+}
