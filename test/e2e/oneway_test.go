@@ -16,27 +16,26 @@ import (
 )
 
 // Issue 26, done-when 2: a path open one way and broken on the way back.
-// The lab's drop-replies annotation makes node 2 drop what pod oneway
-// answers from TCP 80 (in EgressRule, above the allow of established
-// connections). The probe to it, directly and through a Service, is
-// delivered; the one-way trace says so and passes; the round trip names
-// the table on node 2 where the answer died, and fails; real traffic times
-// out.
+// Node 2 drops what pod oneway answers from TCP 80: in lab mode the lab's
+// drop-replies annotation puts a drop in EgressRule, above the allow of
+// established connections; in the OVN modes a logical router policy on
+// ovn_cluster_router drops it where the answer is routed, on node 2 (the
+// genuine OVN-Kubernetes: in node 2's own zone). The
+// probe to it, directly and through a Service, is delivered; the one-way
+// trace says so and passes; the round trip names the stage on node 2
+// where the answer died, and fails; real traffic times out.
 func TestRoundTripAnswerLostOnTheWayBack(t *testing.T) {
 	f := getTraceFixture(t)
-	pod := strings.Replace(podSpec(f.ns, "oneway", labNodes[1].name, map[string]string{"app": "oneway"}),
-		"metadata: {name: oneway,", "metadata: {annotations: {lab.traceflow.dev/drop-replies: tcp/80}, name: oneway,", 1)
+	node := labNodes[1].name
+	pod := podSpec(f.ns, "oneway", node, map[string]string{"app": "oneway"})
+	if labMode() == modeLab {
+		pod = strings.Replace(pod, "metadata: {name: oneway,", "metadata: {annotations: {lab.traceflow.dev/drop-replies: tcp/80}, name: oneway,", 1)
+	}
 	apply(t, pod+serviceSpec(f.ns, "oneway", "oneway", http80))
 	// The fixture's namespace is shared: the faulty pod leaves it after.
 	t.Cleanup(func() { mustKubectl(t, "delete", "-n", f.ns, "pod/oneway", "service/oneway", "--wait=false") })
 	ip := waitPods(t, f.ns, "oneway")["oneway"].Status.PodIP
-	// The lab's agent programs the drop once it sees the annotated pod.
-	eventually(t, 30*time.Second, "the drop of oneway's answers on "+labNodes[1].name, func() error {
-		if !strings.Contains(nodeExec(t, labNodes[1].name, "ovs-ofctl", "-O", "OpenFlow15", "dump-flows", "br-int", "table=10"), "nw_src="+ip+",tp_src=80") {
-			return errors.New("no drop flow yet")
-		}
-		return nil
-	})
+	where := dropAnswers(t, node, ip)
 	clusterIP := strings.TrimSpace(mustKubectl(t, "get", "service", "-n", f.ns, "oneway", "-o", "jsonpath={.spec.clusterIP}"))
 	for _, dst := range []struct{ name, arg, ip string }{{"pod", "oneway", ip}, {"service", "svc/oneway", clusterIP}} {
 		t.Run(dst.name, func(t *testing.T) {
@@ -63,15 +62,15 @@ func TestRoundTripAnswerLostOnTheWayBack(t *testing.T) {
 					}
 				}
 			}
-			if died == nil || died.ComponentInfo != "EgressRule" {
-				t.Errorf("the answer's drop on %s: %+v, want one in EgressRule", labNodes[1].name, died)
+			if died == nil || !strings.Contains(died.ComponentInfo, where) {
+				t.Errorf("the answer's drop on %s: %+v, want one in %s", node, died, where)
 			}
-			if !strings.Contains(r.stderr, "answer Lost") || !strings.Contains(r.stderr, "EgressRule") {
+			if !strings.Contains(r.stderr, "answer Lost") || !strings.Contains(r.stderr, where) {
 				t.Errorf("the summary and error do not say where the answer died:\n%s", r.stderr)
 			}
 		})
 	}
-	t.Run("check suite", func(t *testing.T) { checkSuiteRoundTrips(t, f.ns) })
+	t.Run("check suite", func(t *testing.T) { checkSuiteRoundTrips(t, f.ns, where) })
 	assertNothingLeft(t)
 }
 
@@ -79,7 +78,7 @@ func TestRoundTripAnswerLostOnTheWayBack(t *testing.T) {
 // 26, done-when 6): an answered one and a refused one pass; the one whose
 // answer the lab drops fails, and its JUnit failure says the answer's way
 // (reply), its fate and the hop that decided it.
-func checkSuiteRoundTrips(t *testing.T, ns string) {
+func checkSuiteRoundTrips(t *testing.T, ns, where string) {
 	report := filepath.Join(t.TempDir(), "junit.xml")
 	r := runCheck(t, fmt.Sprintf(`apiVersion: %s
 kind: %s
@@ -100,9 +99,34 @@ cases:
 	}
 	xml := validateJUnit(t, report)
 	t.Logf("JUnit report:\n%s", xml)
-	for _, want := range []string{`type="Lost"`, "reply: ", "EgressRule", labNodes[1].name} {
+	for _, want := range []string{`type="Lost"`, "reply: ", where, labNodes[1].name} {
 		if !strings.Contains(xml, want) {
 			t.Errorf("the JUnit failure does not say %q", want)
 		}
 	}
+}
+
+// dropAnswers makes node drop what the pod at ip answers from TCP 80, and
+// returns the name of the stage that drops it. Lab mode: the lab's agent
+// programs the drop for the pod's annotation (EgressRule). OVN modes: a
+// logical router policy drops it in ovn_cluster_router's lr_in_policy,
+// which runs on node 2 for a packet from node 2's switch (node 2's NB is
+// its zone's on the genuine OVN-Kubernetes, the central one in ovn mode).
+func dropAnswers(t *testing.T, node, ip string) string {
+	t.Helper()
+	if labMode() == modeOVN || labMode() == modeOVNK {
+		match := "ip4.src == " + ip + " && tcp && tcp.src == 80"
+		nodeExec(t, node, "ovn-nbctl", "--db", ovnNB, "lr-policy-add", "ovn_cluster_router", "2000", match, "drop")
+		t.Cleanup(func() {
+			nodeExec(t, node, "ovn-nbctl", "--db", ovnNB, "lr-policy-del", "ovn_cluster_router", "2000", match)
+		})
+		return "lr_in_policy"
+	}
+	eventually(t, 30*time.Second, "the drop of "+ip+"'s answers on "+node, func() error {
+		if !strings.Contains(nodeExec(t, node, "ovs-ofctl", "-O", "OpenFlow15", "dump-flows", "br-int", "table=10"), "nw_src="+ip+",tp_src=80") {
+			return errors.New("no drop flow yet")
+		}
+		return nil
+	})
+	return "EgressRule"
 }
