@@ -20,7 +20,8 @@ import (
 // drop-replies annotation puts a drop in EgressRule, above the allow of
 // established connections; in the OVN modes a logical router policy on
 // ovn_cluster_router drops it where the answer is routed, on node 2 (the
-// genuine OVN-Kubernetes: in node 2's own zone). The
+// genuine OVN-Kubernetes: in node 2's own zone); on the genuine Antrea a
+// drop flow the test adds to table 0 (PipelineRootClassifier). The
 // probe to it, directly and through a Service, is delivered; the one-way
 // trace says so and passes; the round trip names the stage on node 2
 // where the answer died, and fails; real traffic times out.
@@ -112,6 +113,7 @@ cases:
 // logical router policy drops it in ovn_cluster_router's lr_in_policy,
 // which runs on node 2 for a packet from node 2's switch (node 2's NB is
 // its zone's on the genuine OVN-Kubernetes, the central one in ovn mode).
+// Antrea: a drop flow of the test's own in table 0.
 func dropAnswers(t *testing.T, node, ip string) string {
 	t.Helper()
 	if labMode() == modeOVN || labMode() == modeOVNK {
@@ -121,6 +123,14 @@ func dropAnswers(t *testing.T, node, ip string) string {
 			nodeExec(t, node, "ovn-nbctl", "--db", ovnNB, "lr-policy-del", "ovn_cluster_router", "2000", match)
 		})
 		return "lr_in_policy"
+	}
+	if labMode() == modeAntrea {
+		// Antrea's agent leaves a flow of another cookie alone: the answer
+		// meets it first thing, in PipelineRootClassifier.
+		flow := "cookie=0x7e57,table=0,priority=65000,tcp,nw_src=" + ip + ",tp_src=80,actions=drop"
+		nodeExec(t, node, "ovs-ofctl", "-O", "OpenFlow15", "add-flow", "br-int", flow)
+		t.Cleanup(func() { nodeExec(t, node, "ovs-ofctl", "-O", "OpenFlow15", "del-flows", "br-int", "cookie=0x7e57/-1") })
+		return "PipelineRootClassifier"
 	}
 	eventually(t, 30*time.Second, "the drop of "+ip+"'s answers on "+node, func() error {
 		if !strings.Contains(nodeExec(t, node, "ovs-ofctl", "-O", "OpenFlow15", "dump-flows", "br-int", "table=10"), "nw_src="+ip+",tp_src=80") {
