@@ -307,3 +307,22 @@ func SetTunnelActions(md Metadata) []byte {
 	}
 	return b
 }
+
+// NoFlowRemoved is an OpenFlow 1.5 OFPT_SET_ASYNC that stops OVS sending
+// this connection OFPT_FLOW_REMOVED messages, in whatever role it has
+// (the properties OFPACPT_FLOW_REMOVED_SLAVE and _MASTER, mask 0; the
+// other asynchronous messages are left as they are). OVS otherwise sends
+// every connection a message for every flow with OFPFF_SEND_FLOW_REM that
+// anyone removes.
+func NoFlowRemoved(xid uint32) []byte {
+	b := make([]byte, 8+2*8)
+	b[0], b[1] = Version, typeSetAsync
+	binary.BigEndian.PutUint16(b[2:], uint16(len(b)))
+	binary.BigEndian.PutUint32(b[4:], xid)
+	for i, prop := range []uint16{4, 5} {
+		o := 8 + 8*i
+		binary.BigEndian.PutUint16(b[o:], prop)
+		binary.BigEndian.PutUint16(b[o+2:], 8)
+	}
+	return b
+}

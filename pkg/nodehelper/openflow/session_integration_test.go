@@ -81,3 +81,69 @@ func TestIntegrationSessionAgainstOVS(t *testing.T) {
 		t.Fatalf("flows remain after delete by cookie:\n%s", f)
 	}
 }
+
+// OVS tells every connection of the bridge of each removed flow that asked
+// for it (OFPFF_SEND_FLOW_REM), whoever removed it; a connection that sent
+// NoFlowRemoved is told of none, and still gets its replies.
+func TestIntegrationNoFlowRemoved(t *testing.T) {
+	testenv.RequireOVS(t)
+	n := ovstest.NewNode(t, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	dial := func(id uint16) *openflow.Session {
+		s, err := openflow.Dial(ctx, n.MgmtSocket(), id, t.Logf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(s.Close)
+		return s
+	}
+	owner, told, quiet := dial(4243), dial(4244), dial(4245)
+	if err := quiet.Send(openflow.NoFlowRemoved(quiet.NextXid())); err != nil {
+		t.Fatal(err)
+	}
+	if err := quiet.Barrier(ctx); err != nil {
+		t.Fatalf("OVS refused the SET_ASYNC: %v", err)
+	}
+	const cookie = 0x7466000000002200
+	for i := range uint64(3) {
+		m := openflow.NewFlow(owner.NextXid(), 0, uint16(10+i), cookie|i, 0, openflow.EthTypeField(0x800), nil)
+		openflow.SetFlowModFlags(m, openflow.FlagSendFlowRem)
+		if err := owner.Send(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	del, err := openflow.DeleteByCookie(owner.NextXid(), cookie, 0xffffffffffffff00)
+	if err == nil {
+		err = owner.Send(del)
+	}
+	if err == nil {
+		err = owner.Barrier(ctx)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []*openflow.Session{owner, told} {
+		for i := range 3 {
+			select {
+			case fr := <-s.FlowRemoved():
+				if fr.Cookie&^0xff != cookie || fr.Reason != openflow.RemovedDelete {
+					t.Errorf("flow removed %+v, want cookie %#x, reason delete", fr, uint64(cookie))
+				}
+			case <-ctx.Done():
+				t.Fatalf("a connection that did not turn them off was told of %d of 3 removed flows", i)
+			}
+		}
+	}
+	// OVS queued the removals to every connection while it deleted the
+	// flows, before it answered the owner's barrier: a barrier answered
+	// on the quiet connection now comes after any removal sent to it.
+	if err := quiet.Barrier(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case fr := <-quiet.FlowRemoved():
+		t.Errorf("the connection that turned flow removals off was told of %+v", fr)
+	default:
+	}
+}

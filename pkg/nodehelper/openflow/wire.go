@@ -34,6 +34,7 @@ const (
 	typeMultipartReq = 18
 	typeMultipartRep = 19
 	typeBarrierReply = 21
+	typeSetAsync     = 28
 )
 
 // Nicira extension constants (OVS include/openflow/nicira-ext.h).

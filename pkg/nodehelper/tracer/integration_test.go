@@ -459,7 +459,20 @@ func TestIntegrationReceiverIgnoresPacketsWithoutTheMark(t *testing.T) {
 // flows while it waits for the probe. The receiver must put them back and
 // still report the probe: before, it waited in vain and the trace ended
 // with "the probe went into the tunnel ... but no receiver reported it".
+//
+// A serve helper's traces hear of their removed flows through the helper's
+// one connection per bridge (NodeCache; removals.go): the same holds
+// there, with two receivers waiting on the node at once.
 func TestIntegrationInterNodeAgentResync(t *testing.T) {
+	t.Run("own connection", func(t *testing.T) { agentResync(t, nil) })
+	t.Run("serve helper", func(t *testing.T) {
+		cache := &tracer.NodeCache{}
+		t.Cleanup(cache.Close)
+		agentResync(t, cache)
+	})
+}
+
+func agentResync(t *testing.T, cache *tracer.NodeCache) {
 	tn := newTwoNodes(t)
 	if err := tn.b.ServeTCP(tn.ctx, 80); err != nil {
 		t.Fatal(err)
@@ -468,7 +481,19 @@ func TestIntegrationInterNodeAgentResync(t *testing.T) {
 		t.Fatalf("pod-a cannot reach pod-b across the tunnel: %v", err)
 	}
 	const tag = 37
-	rbuf, rdone := receive(t, tn.n2, tag)
+	withCache := func(c *tracer.Common) { c.Cache = cache }
+	rbuf, rdone := receiveWith(t, tn.n2, tag, withCache)
+	var otherReady report.Line
+	var otherDone <-chan tracer.Outcome
+	if cache != nil {
+		// Another trace's receiver on the same node and cache, whose
+		// catch flows the resyncs delete too, and which must put back its
+		// own, not the first one's. No probe comes for it: it ends when
+		// its timeout does.
+		var obuf *syncBuffer
+		obuf, otherDone = receiveWith(t, tn.n2, tag+1, withCache)
+		otherReady = parseLines(t, obuf.String())[0]
+	}
 	ready := parseLines(t, rbuf.String())[0]
 	catch := "cookie=" + ready.Ready.Cookie + "/0xffffffffffffff00"
 	if got := strings.Count(tn.n2.DumpFlows(catch), "cookie="); got != ready.Ready.Flows {
@@ -482,7 +507,7 @@ resyncs:
 		// removed; how soon depends on the machine, so the deadline only
 		// ends a wait for flows that never come back.
 		deadline := time.Now().Add(time.Minute)
-		for strings.Count(tn.n2.DumpFlows(catch), "cookie=") < ready.Ready.Flows {
+		for strings.Count(tn.n2.DumpFlows(catch), "cookie=") < ready.Ready.Flows || !flowsBack(tn.n2, otherReady) {
 			if time.Now().After(deadline) {
 				// Go on: the trace shows what this costs.
 				t.Errorf("resync %d deleted the receiver's catch flows and they did not come back", i+1)
@@ -508,9 +533,23 @@ resyncs:
 	if l := robs[len(robs)-1]; l.Action != report.ActionDelivered || l.Pod != "default/pod-b" {
 		t.Fatalf("receiver's last observation %+v, want Delivered to default/pod-b", l)
 	}
+	if otherDone != nil {
+		if out := <-otherDone; out.ExitCode != tracer.ExitTimeout {
+			t.Errorf("the other receiver, which no probe came to: exit code %d, want %d", out.ExitCode, tracer.ExitTimeout)
+		}
+	}
 	if flows := tn.n2.DumpFlows("cookie=0x7466000000000000/0xffff000000000000"); strings.Count(flows, "cookie=") > 0 {
 		t.Errorf("trace flows remain after the trace:\n%s", flows)
 	}
+}
+
+// flowsBack reports whether a receiver (ready, where it has one) has all
+// its flows in n's bridge.
+func flowsBack(n *ovstest.Node, ready report.Line) bool {
+	if ready.Ready == nil {
+		return true
+	}
+	return strings.Count(n.DumpFlows("cookie="+ready.Ready.Cookie+"/0xffffffffffffff00"), "cookie=") == ready.Ready.Flows
 }
 
 // Done-when 9: two traces with different tags at once on one bridge see

@@ -24,9 +24,9 @@ import (
 const TableNamesMaxAge = 5 * time.Second
 
 // NodeCache keeps what the traces of one long-lived helper (serve) read of
-// their node and may share: each bridge's table names, and monitors of
+// their node and may share: each bridge's table names, monitors of
 // OVSDB's bridges, ports and interfaces and of the OVN rows that name
-// hops. A one-shot helper has none, and reads them for its one trace. The
+// hops, and the connection that hears each bridge's flow removals. A one-shot helper has none, and reads them for its one trace. The
 // zero value is ready; Close ends it.
 type NodeCache struct {
 	// Now is the clock (time.Now where nil).
@@ -38,7 +38,10 @@ type NodeCache struct {
 	liveMu sync.Mutex
 	live   map[string]*ovsdb.Live // by OVSDB endpoint
 	ovn    map[string]*ovn.Live   // by southbound and northbound endpoint
-	closed bool
+	// removals hears each bridge's flow removals (removals.go), by its
+	// OpenFlow socket.
+	removals map[string]*removals
+	closed   bool
 }
 
 type cachedTables struct {
@@ -163,5 +166,8 @@ func (c *NodeCache) Close() {
 	for _, l := range c.ovn {
 		l.Close()
 	}
-	c.live, c.ovn, c.closed = nil, nil, true
+	for _, r := range c.removals {
+		r.Close()
+	}
+	c.live, c.ovn, c.removals, c.closed = nil, nil, nil, true
 }

@@ -170,7 +170,7 @@ func (s *session) waitCatch(ctx context.Context, catch Plan) (openflow.PacketIn,
 			// tables before the probe goes on.
 			catch.FlowMods = append(catch.FlowMods, req.plan.FlowMods...)
 			req.done <- s.install(ctx, req.plan, false)
-		case fr := <-s.of.FlowRemoved():
+		case fr := <-s.flowRemoved():
 			// The CNI's agent may have replaced the bridge's flows,
 			// catch flows included: put them back.
 			if err := s.onFlowRemoved(ctx, fr); err != nil {

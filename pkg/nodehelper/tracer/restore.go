@@ -19,8 +19,10 @@ import (
 //
 // So every flow of a trace is added with OFPFF_SEND_FLOW_REM, and the
 // session remembers the flows it wants in the bridge. OVS tells every
-// connection when such a flow is deleted, whoever deleted it; when one of
-// the flows the helper still wants goes, it sends them again.
+// connection when such a flow is deleted, whoever deleted it (in a serve
+// helper, one connection per bridge hears them and hands each trace its
+// own: removals.go); when one of the flows the helper still wants goes,
+// it sends them again.
 
 // sentFlow is a FLOW_MOD the trace wants in the bridge and when it sent it.
 type sentFlow struct {
@@ -63,7 +65,7 @@ func (s *session) onFlowRemoved(ctx context.Context, fr openflow.FlowRemoved) er
 	}
 	for more := true; more; {
 		select {
-		case fr := <-s.of.FlowRemoved():
+		case fr := <-s.flowRemoved():
 			if s.removedByOther(fr) {
 				removed++
 			}

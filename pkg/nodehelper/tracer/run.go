@@ -159,6 +159,10 @@ type session struct {
 	// catches holds the answer's catch keys the trace took (catchkeys.go),
 	// let go at cleanup.
 	catches heldCatches
+	// removed, where set, hears of the trace's removed flows for it, and
+	// unhear stops that (removals.go); else its own connection does.
+	removed <-chan openflow.FlowRemoved
+	unhear  func()
 }
 
 // trace asks OVS for its trace of frame entering the bridge with the
@@ -269,9 +273,11 @@ func (s *session) dial(ctx context.Context) error {
 	// Controller ids 1..0x7fff stay clear of 0, where CNIs' own packet-ins go.
 	s.ctlID = uint16(r%0x7ffe) + 1 //nolint:gosec // bounded
 	var err error
-	if s.of, err = openflow.Dial(ctx, filepath.Join(s.c.Rundir, s.c.Bridge+".mgmt"), s.ctlID, s.c.Logf); err != nil {
+	mgmt := filepath.Join(s.c.Rundir, s.c.Bridge+".mgmt")
+	if s.of, err = openflow.Dial(ctx, mgmt, s.ctlID, s.c.Logf); err != nil {
 		return setupErr("%w", err)
 	}
+	s.hearRemovals(ctx, mgmt)
 	return nil
 }
 
@@ -319,6 +325,9 @@ func readTableNames(ctx context.Context, of *openflow.Session) (TableNames, erro
 // every exit path; hard_timeout covers a helper that is killed.
 func (s *session) cleanup() {
 	defer s.catches.release()
+	if s.unhear != nil {
+		defer s.unhear()
+	}
 	s.wanted = nil
 	s.stopRules()
 	s.forgetKernelConn()

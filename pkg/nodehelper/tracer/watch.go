@@ -30,7 +30,7 @@ func (s *session) watch(ctx context.Context, role report.Role, p *path, dst neti
 			if out, err := w.packetIn(ctx, pin); err != nil {
 				return out, err
 			}
-		case fr := <-s.of.FlowRemoved():
+		case fr := <-s.flowRemoved():
 			// Another client deleted flows of the trace: put them back.
 			// Should the probe have passed meanwhile, its reports stop
 			// where the flows were missing, and the deadline says so.
