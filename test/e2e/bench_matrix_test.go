@@ -50,12 +50,13 @@ func benchMatrixNamespace(b *testing.B) string {
 	return ns
 }
 
-// timeMatrix runs the bench's matrix once, sampling the helpers' memory
-// meanwhile.
-func timeMatrix(ns string) (matrixStats, error) {
+// timeMatrix runs the bench's matrix once, with extra flags, sampling the
+// helpers' memory meanwhile.
+func timeMatrix(ns string, extra ...string) (matrixStats, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "kubectl", "traceflow", "matrix", "-n", ns, "--port", "tcp/80", "--port", "tcp/8080", "-o", "json")
+	args := append([]string{"traceflow", "matrix", "-n", ns, "--port", "tcp/80", "--port", "tcp/8080", "-o", "json"}, extra...)
+	cmd := exec.CommandContext(ctx, "kubectl", args...)
 	cmd.Env = kubectlEnv()
 	var stderr strings.Builder
 	cmd.Stderr = &stderr

@@ -19,6 +19,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
+
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/dscp"
 )
 
 // BenchmarkTimeToVerdict (issue 5, done-when 6; issue 16, done-when 3)
@@ -28,8 +30,9 @@ import (
 // pays at least once), and the time of `kubectl traceflow check` over the
 // 25-case, 27-trace suite of check_test.go across both nodes, with the
 // waves its tag pool share (--parallel) makes, and a matrix of 420 cells
-// over both nodes (issue 27) with its cost a cell once the helpers are
-// up, its API requests and the helpers' peak memory. It measures and reports; it
+// over both nodes (issue 27), at the default --parallel and with the whole
+// tag pool, with its cost a cell once the helpers are up, its API
+// requests and the helpers' peak memory. It measures and reports; it
 // asserts nothing about speed. Run it with
 //
 //	make bench-e2e      (go test -tags e2e -run '^$' -bench TimeToVerdict -benchtime 10x ./test/e2e)
@@ -39,7 +42,7 @@ func BenchmarkTimeToVerdict(b *testing.B) {
 	}
 	f := getTraceFixture(b)
 	cs := benchClient(b)
-	var mstats matrixStats
+	var mstats, mwhole matrixStats
 	matrixNS := ""
 	cases := []struct {
 		name string
@@ -57,6 +60,13 @@ func BenchmarkTimeToVerdict(b *testing.B) {
 			var err error
 			mstats, err = timeMatrix(matrixNS)
 			return mstats.took, err
+		}},
+		// The whole tag pool (a round trip holds two tags: 8 cells at
+		// once instead of 4).
+		{"matrix-420-cells-whole-pool", func() (time.Duration, error) {
+			var err error
+			mwhole, err = timeMatrix(matrixNS, "--parallel", fmt.Sprint(len(dscp.Pool())))
+			return mwhole.took, err
 		}},
 	}
 	medians := map[string]time.Duration{}
@@ -104,12 +114,14 @@ func BenchmarkTimeToVerdict(b *testing.B) {
 			"  one trace, inter-node                     %8s  floor + %s (goal: floor + 0.5s)\n"+
 			"  suite, %d traces, --parallel %d (%d waves)  %8s  %.2fx one inter-node trace, %.2fx per wave (goals: within 2x; the matrix issue's, within 1.5x)\n"+
 			"  the same, helper pods per trace             %8s  (--share-helpers=false)\n"+
-			"  matrix, %d cells, --parallel %d            %8s  %s; helper peak memory %.1f MiB (goal: 25 ms a cell once the helpers are up)",
+			"  matrix, %d cells, --parallel %d            %8s  %s; helper peak memory %.1f MiB (goal: 25 ms a cell once the helpers are up)\n"+
+			"  the same, --parallel %d (the whole pool)  %8s  %s; helper peak memory %.1f MiB",
 			floor.Round(time.Millisecond), intra.Round(time.Millisecond), (intra - floor).Round(time.Millisecond),
 			inter.Round(time.Millisecond), (inter - floor).Round(time.Millisecond),
 			suiteTraces, suiteParallel, waves, suite.Round(time.Millisecond),
 			float64(suite)/float64(inter), float64(suite)/float64(inter)/float64(waves), own.Round(time.Millisecond),
-			benchMatrixCells, suiteParallel, mstats.took.Round(time.Millisecond), mstats.summary, float64(mstats.peakMemory)/(1<<20))
+			benchMatrixCells, suiteParallel, mstats.took.Round(time.Millisecond), mstats.summary, float64(mstats.peakMemory)/(1<<20),
+			len(dscp.Pool()), mwhole.took.Round(time.Millisecond), mwhole.summary, float64(mwhole.peakMemory)/(1<<20))
 	})
 }
 
