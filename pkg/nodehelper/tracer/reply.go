@@ -172,7 +172,9 @@ func (r *ReplyRun) ArmTranslated(frame []byte, own, from netip.Addr) {
 		return
 	}
 	// The probe is paused here: take what is free, wait for nothing.
-	catch = r.s.takeCatches(r.ctx, catch, keys)
+	if catch = r.s.takeCatches(r.ctx, catch, keys); len(catch.FlowMods) == 0 {
+		return // all held by other traces: its result says what it could not catch
+	}
 	req := catchRequest{plan: catch, done: make(chan error, 1)}
 	select {
 	case r.s.extraCatch <- req:
