@@ -31,11 +31,10 @@ type replyState struct {
 	// unfollowed says why a helper did not follow the answer, where one
 	// said so (the probe's source was translated on its node).
 	unfollowed, unfollowedOn string
-	// uncaught is the kinds of answer (report.Answer.Class) a helper
-	// could not catch, on uncaughtOn: another trace from the same source
-	// was catching them at the same time.
-	uncaught   []string
-	uncaughtOn string
+	// uncaught is the kinds of answer (report.Answer.Class) the helpers
+	// could not catch, on the nodes uncaughtOn names: another trace from
+	// the same source was catching them at the same time.
+	uncaught, uncaughtOn []string
 }
 
 // onReplyLine folds one of the answer's lines.
@@ -56,8 +55,13 @@ func (m *machine) onReplyLine(h *helper, l report.Line, at time.Time) *ending {
 		if l.Unfollowed != "" && m.reply.unfollowed == "" {
 			m.reply.unfollowed, m.reply.unfollowedOn = l.Unfollowed, h.node
 		}
-		if len(l.Uncaught) > 0 && m.reply.uncaught == nil {
-			m.reply.uncaught, m.reply.uncaughtOn = l.Uncaught, h.node
+		for _, c := range l.Uncaught {
+			if !slices.Contains(m.reply.uncaught, c) {
+				m.reply.uncaught = append(m.reply.uncaught, c)
+			}
+			if !slices.Contains(m.reply.uncaughtOn, h.node) {
+				m.reply.uncaughtOn = append(m.reply.uncaughtOn, h.node)
+			}
 		}
 		m.replyStopped(h)
 	}
@@ -215,7 +219,7 @@ func (m *machine) uncaughtEnd() *outcome.ReplyEnd {
 		return nil
 	}
 	return &outcome.ReplyEnd{Reason: fmt.Sprintf("answers of the kinds %s could not be caught on %s while another trace from the same source was catching them, so whether the answer came back is not known",
-		strings.Join(m.reply.uncaught, ", "), m.reply.uncaughtOn)}
+		strings.Join(m.reply.uncaught, ", "), strings.Join(m.reply.uncaughtOn, " and "))}
 }
 
 // replyFollowedToTheEnd reports whether no helper follows the answer any
