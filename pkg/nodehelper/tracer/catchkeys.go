@@ -17,10 +17,11 @@ import (
 // so install the same flow where their probes share a source port, and
 // always for echo replies and ICMP errors: the second replaces the first
 // (same match, same priority), takes its answers, lets them go as not its
-// own, and deletes the flow when it ends. The first trace then reports its
-// answer lost or unanswered, though it came back (measured: 5 of 8 round
-// trips from one source at once, TestIntegrationRoundTripsFromOneSourceAtOnce;
-// one cell in about 1,500 of a 420-cell matrix).
+// own, and deletes the flow when it ends. The first trace then reports
+// its answer lost or unanswered, though it came back (measured: 5 to 6 of
+// 8 round trips from one source at once in three runs of
+// TestIntegrationRoundTripsFromOneSourceAtOnce; one cell in about 1,500 of
+// a 420-cell matrix in ovn mode).
 //
 // So a trace holds what its catch flows match before installing them:
 // the sender picks a source port nobody holds, and waits for the keys an
