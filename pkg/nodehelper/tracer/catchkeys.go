@@ -200,9 +200,9 @@ func (h *heldCatches) took(owner uint8, keys []catchKey) {
 func (h *heldCatches) missed(keys []catchKey) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for _, k := range keys {
-		if !slices.Contains(h.uncaught, k.class()) {
-			h.uncaught = append(h.uncaught, k.class())
+	for _, c := range classes(keys) {
+		if !slices.Contains(h.uncaught, c) {
+			h.uncaught = append(h.uncaught, c)
 		}
 	}
 }

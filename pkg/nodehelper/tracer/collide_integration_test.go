@@ -45,7 +45,7 @@ func TestIntegrationRoundTripsFromOneSourceAtOnce(t *testing.T) {
 		{"udp c closed", "c", probe.UDP, 5354, 0, "ICMP DestinationUnreachable(Port)", true},
 		{"udp d closed", "d", probe.UDP, 5354, 0, "ICMP DestinationUnreachable(Port)", true},
 	}
-	dsts := map[string]string{"b": o.b.IP.String(), "c": o.c.IP.String(), "d": o.d.IP.String()}
+	dsts := map[string]*ovstest.Pod{"b": o.b, "c": o.c, "d": o.d}
 	type run struct {
 		out  tracer.Outcome
 		err  error
@@ -57,14 +57,7 @@ func TestIntegrationRoundTripsFromOneSourceAtOnce(t *testing.T) {
 	for i, c := range cases {
 		r := &run{}
 		runs[i] = r
-		ip := o.b.IP
-		switch c.dst {
-		case "c":
-			ip = o.c.IP
-		case "d":
-			ip = o.d.IP
-		}
-		r.spec = o.spec(t, uint8(20+i), ip, c.proto, c.port)
+		r.spec = o.spec(t, uint8(20+i), dsts[c.dst].IP, c.proto, c.port)
 		r.spec.ReplyTag, r.spec.SrcPort = uint8(40+i), c.srcPort
 		r.spec.Out = report.NewWriter(&r.buf, nil)
 		wg.Add(1)
@@ -78,7 +71,7 @@ func TestIntegrationRoundTripsFromOneSourceAtOnce(t *testing.T) {
 		r := runs[i]
 		t.Run(c.name, func(t *testing.T) {
 			if r.err != nil {
-				t.Fatalf("trace to %s: %v\n%s", dsts[c.dst], r.err, r.buf.String())
+				t.Fatalf("trace to %s: %v\n%s", dsts[c.dst].IP, r.err, r.buf.String())
 			}
 			fwd, answer := splitReply(parseLines(t, r.buf.String()))
 			res := result(t, fwd)
