@@ -1,12 +1,13 @@
 package dscp
 
 import (
+	"maps"
 	"slices"
 	"testing"
 )
 
-// The pool never meets Antrea's tags nor the code points real traffic
-// uses, holds only DSCP values, and is exactly what is left of pools 2 and
+// The pool never meets Antrea's tags, the code points real traffic uses
+// nor those of the kernel's ICMP errors, holds only DSCP values, and is exactly what is left of pools 2 and
 // 3 after those (pool 1 is for standards assignment).
 func TestPoolIsDisjointFromAntreaAndTraffic(t *testing.T) {
 	p := Pool()
@@ -26,9 +27,16 @@ func TestPoolIsDisjointFromAntreaAndTraffic(t *testing.T) {
 			t.Errorf("code point %d missing from TrafficCodePoints", c)
 		}
 	}
+	icmp := map[uint8]bool{}
+	for d := range uint8(64) {
+		icmp[48|d&7] = true
+	}
+	if !slices.Equal(ICMPErrorCodePoints(), slices.Sorted(maps.Keys(icmp))) {
+		t.Errorf("ICMPErrorCodePoints %v, want every 48 | d&7", ICMPErrorCodePoints())
+	}
 	var want []uint8
 	for c := uint8(1); c <= 63; c++ {
-		if c&1 == 1 && !antrea[c] && !traffic[c] {
+		if c&1 == 1 && !antrea[c] && !traffic[c] && !icmp[c] {
 			want = append(want, c)
 		}
 	}
@@ -37,8 +45,8 @@ func TestPoolIsDisjointFromAntreaAndTraffic(t *testing.T) {
 	}
 	seen := map[uint8]bool{}
 	for _, tag := range p {
-		if tag == 0 || tag > 63 || antrea[tag] || traffic[tag] || seen[tag] {
-			t.Errorf("tag %d: zero, out of DSCP range, Antrea's, real traffic's or twice", tag)
+		if tag == 0 || tag > 63 || antrea[tag] || traffic[tag] || icmp[tag] || seen[tag] {
+			t.Errorf("tag %d: zero, out of DSCP range, Antrea's, real traffic's, an ICMP error's or twice", tag)
 		}
 		seen[tag] = true
 	}

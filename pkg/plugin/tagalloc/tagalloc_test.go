@@ -99,7 +99,7 @@ func newAlloc(cs *fake.Clientset, now time.Time) *Allocator {
 
 // The allocator's pool is the helper's DSCP pool, disjoint from Antrea's.
 func TestPoolIsTheHelpersDSCPPool(t *testing.T) {
-	if !slices.Equal(Pool(), dscp.Pool()) || len(Pool()) != 16 {
+	if !slices.Equal(Pool(), dscp.Pool()) || len(Pool()) != 14 {
 		t.Fatalf("pool %v, want dscp.Pool() %v", Pool(), dscp.Pool())
 	}
 	for _, tag := range AntreaPool() {
