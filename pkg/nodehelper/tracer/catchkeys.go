@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
+	"time"
 )
 
 // The answers' catch flows of the traces running at once in one process
@@ -226,8 +227,25 @@ func (h *heldCatches) release() {
 // catch keys.
 func (s *session) ovsKey() string { return s.c.Rundir + "\x00" + s.c.Bridge }
 
+// maxKeyWait bounds how long a sender waits for another trace's catch keys.
+// A trace lets its keys go when it ends, once its answer has been followed
+// to the source (not when the answer is caught: the answer goes through
+// table 0 again, retagged, where a catch flow of the same match would take
+// it again). That is a round trip and a few flow changes after its probe
+// went; a trace that holds them longer waits for an answer that may never
+// come (a UDP port that does not answer, an answer lost on the way) and
+// holds them for its whole timeout: a ping waiting that long from the same
+// pod would end incomplete, its receiver on the other node given up (seen
+// on the genuine Antrea). Past the bound the sender goes on with the keys
+// that are free, and says which kinds of answer it could not catch.
+const maxKeyWait = 2 * time.Second
+
+// keyWait is how long a trace with the given timeout waits for catch keys:
+// maxKeyWait, at most half its timeout.
+func keyWait(timeout time.Duration) time.Duration { return min(maxKeyWait, timeout/2) }
+
 // takeCatches takes the keys of a catch plan's flows (keyed as answerCatch
-// returns them), waiting first (at most the trace's timeout) for the ones
+// returns them), waiting first (at most keyWait) for the ones
 // whose class is in waitFor, and returns the plan without the flows whose
 // key another trace holds, which it records as missed.
 func (s *session) takeCatches(ctx context.Context, p Plan, keys []catchKey, waitFor ...string) Plan {
@@ -239,13 +257,14 @@ func (s *session) takeCatches(ctx context.Context, p Plan, keys []catchKey, wait
 		}
 	}
 	if len(must) > 0 {
-		wctx, cancel := context.WithTimeout(ctx, s.c.Timeout)
+		bound := keyWait(s.c.Timeout)
+		wctx, cancel := context.WithTimeout(ctx, bound)
 		err := liveCatches.wait(wctx, owner, must)
 		cancel()
 		if err == nil {
 			s.catches.took(owner, must)
 		} else {
-			s.c.Logf("waited %s for another trace from the same source to stop catching its answers: catching what is free", s.c.Timeout)
+			s.c.Logf("waited %s for another trace from the same source to stop catching its answers: catching what is free", bound)
 			must = nil
 		}
 	}

@@ -4,8 +4,11 @@ package tracer_test
 
 import (
 	"context"
+	"net"
+	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/ovstest"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/probe"
@@ -80,5 +83,70 @@ func TestIntegrationRoundTripsFromOneSourceAtOnce(t *testing.T) {
 			}
 			checkAnswer(t, answer, c.kind, c.refused, "default/pod-a")
 		})
+	}
+}
+
+// A round trip whose answer never comes (a UDP port that takes the probe
+// and answers nothing) holds its source's ICMP-error catch for its whole
+// timeout. A ping from the same source, started meanwhile, waited for it
+// as long, and across nodes its receiver gave up first: the ping ended
+// incomplete where real traffic was answered (seen once on the genuine
+// Antrea). The ping must end, its echo reply followed to the source, while
+// the silent trace still waits for its answer.
+func TestIntegrationSilentPortHoldsNoOtherTraceBack(t *testing.T) {
+	o := newOneNode(t)
+	var silent net.PacketConn
+	if err := o.c.In(func() (err error) {
+		silent, err = net.ListenPacket("udp", ":5000")
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = silent.Close() })
+
+	var udpBuf syncBuffer
+	udp := o.spec(t, 21, o.c.IP, probe.UDP, 5000)
+	udp.ReplyTag, udp.Timeout, udp.Out = 41, 10*time.Second, report.NewWriter(&udpBuf, nil)
+	udpDone := make(chan tracer.Outcome, 1)
+	go func() {
+		out, err := tracer.Trace(context.Background(), udp)
+		if err != nil {
+			t.Errorf("UDP trace: %v", err)
+		}
+		udpDone <- out
+	}()
+	// The UDP probe's own verdict is out: its answer's catch is armed and
+	// held, and nothing will answer it.
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		if fwd, _ := splitReply(parseLines(t, udpBuf.String())); slices.ContainsFunc(fwd, func(l report.Line) bool { return l.Type == report.TypeResult }) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the UDP probe's verdict did not come within 5s:\n%s", udpBuf.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	var pingBuf syncBuffer
+	ping := o.spec(t, 22, o.b.IP, probe.ICMP, 0)
+	ping.ReplyTag, ping.Timeout, ping.Out = 42, 10*time.Second, report.NewWriter(&pingBuf, nil)
+	out, err := tracer.Trace(context.Background(), ping)
+	if err != nil || out.ExitCode != tracer.ExitOK {
+		t.Fatalf("ping: exit %d, %v\n%s", out.ExitCode, err, pingBuf.String())
+	}
+	select {
+	case <-udpDone:
+		t.Fatalf("the ping ended only after the silent trace had ended:\n%s", pingBuf.String())
+	default:
+	}
+	_, answer := splitReply(parseLines(t, pingBuf.String()))
+	checkAnswer(t, answer, "echo reply", false, "default/pod-a")
+
+	if got := <-udpDone; got.ExitCode != tracer.ExitOK {
+		t.Errorf("UDP probe to a port that takes it: exit %d, want %d", got.ExitCode, tracer.ExitOK)
+	}
+	_, answer = splitReply(parseLines(t, udpBuf.String()))
+	if res := result(t, answer); res.ExitCode == nil || *res.ExitCode != tracer.ExitTimeout {
+		t.Errorf("the silent port's answer: %+v, want unanswered (exit %d)", res, tracer.ExitTimeout)
 	}
 }

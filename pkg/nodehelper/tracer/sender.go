@@ -285,7 +285,7 @@ func family(a netip.Addr) string {
 // holdSourcePort takes the catch key of a round trip's TCP or UDP probe's
 // answer, at its source port (catchkeys.go): a random port is drawn again
 // until no other trace from the same source catches answers at it; a
-// port the user gave is waited for, at most the trace's timeout. A port
+// port the user gave is waited for, at most keyWait. A port
 // not taken is still the probe's: the answer's trace then says it could
 // not catch the answer.
 func (s *session) holdSourcePort(ctx context.Context, ps *probe.Spec, spec TraceSpec) {
@@ -312,10 +312,11 @@ func (s *session) holdSourcePort(ctx context.Context, ps *probe.Spec, spec Trace
 		}
 	}
 	k := key()
-	wctx, cancel := context.WithTimeout(ctx, s.c.Timeout)
+	bound := keyWait(s.c.Timeout)
+	wctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
 	if err := liveCatches.wait(wctx, owner, []catchKey{k}); err != nil {
-		s.c.Logf("another trace from %s catches its answers at port %d: waited %s for it", ps.SrcIP, ps.SrcPort, s.c.Timeout)
+		s.c.Logf("another trace from %s catches its answers at port %d: waited %s for it", ps.SrcIP, ps.SrcPort, bound)
 		return
 	}
 	s.catches.took(owner, []catchKey{k})
