@@ -188,12 +188,8 @@ var holdsIn = map[string][]string{
 	"TestRoundTrip":                           everyMode,
 	"TestRoundTripLeavesRealConnectionsAlone": everyMode,
 	// Round trips from one pod at once on shared helpers: no trace takes
-	// another's answer. Not on the genuine Antrea yet: in CI on 2026-12-07
-	// three of its 20 round trips from pod a to b there ended not followed
-	// (a closed UDP port's ICMP error) or incomplete (a ping, a UDP echo,
-	// which waited for the first's catch), where real traffic was answered
-	// or refused; not understood (README, Round trip).
-	"TestCheckRoundTripsFromOneSource": {modeLab, modeOVN, modeOVNK},
+	// another's answer.
+	"TestCheckRoundTripsFromOneSource": everyMode,
 	// Out of the pod network: masqueraded by the node's kernel (Antrea;
 	// the lab mode, which egresses through antrea-gw0 as Antrea does; the
 	// ovn mode, through the management port as OVN-Kubernetes' local

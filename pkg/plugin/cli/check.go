@@ -23,7 +23,7 @@ import (
 )
 
 // defaultParallel is how many traces of a suite run at once unless
-// --parallel says otherwise: half the tag pool, leaving tags for other
+// --parallel says otherwise: 8 of the 14 tags of the pool, leaving tags for other
 // users' traces, and no more helper pods at once than a small node starts
 // quickly.
 const defaultParallel = 8
