@@ -171,6 +171,8 @@ func errorName(t, c uint16) string {
 		return "bad match"
 	case t == 5 && c == 1:
 		return "flow mod failed: table full"
+	case t == 5 && c == 3:
+		return "flow mod failed: overlap"
 	case t == 5:
 		return "flow mod failed"
 	case t == 0xffff:

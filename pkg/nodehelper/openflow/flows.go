@@ -2,6 +2,7 @@ package openflow
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"net/netip"
 
@@ -184,6 +185,34 @@ func DeleteStrict(xid uint32, table uint8, priority uint16, cookie uint64, match
 // FlagSendFlowRem is OFPFF_SEND_FLOW_REM: OVS tells the controllers when
 // the flow is removed, and why (see Session.FlowRemoved).
 const FlagSendFlowRem = 1 << 0
+
+// FlagCheckOverlap is OFPFF_CHECK_OVERLAP: the switch refuses the flow
+// (IsOverlap) where a flow of the same table and priority could match a
+// packet it matches, instead of adding it beside or in place of that flow.
+const FlagCheckOverlap = 1 << 1
+
+// FlowModFlags returns the flags of an OpenFlow 1.5 FLOW_MOD built by this
+// package.
+func FlowModFlags(m []byte) uint16 { return binary.BigEndian.Uint16(m[44:]) }
+
+// FlowModMatch returns the OXM fields of an OpenFlow 1.5 FLOW_MOD's match.
+func FlowModMatch(m []byte) ([]OXMField, error) {
+	if len(m) < 52 {
+		return nil, fmt.Errorf("flow mod: %w", errShort)
+	}
+	n := int(binary.BigEndian.Uint16(m[50:]))
+	if n < 4 || 48+n > len(m) {
+		return nil, fmt.Errorf("flow mod match length %d beyond %d bytes", n, len(m)-48)
+	}
+	return ParseOXM(m[52 : 48+n])
+}
+
+// IsOverlap reports whether err is the switch refusing a flow with
+// FlagCheckOverlap (OFPET_FLOW_MOD_FAILED, OFPFMFC_OVERLAP).
+func IsOverlap(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Type == 5 && e.Code == 3
+}
 
 // SetFlowModFlags sets the flags of an OpenFlow 1.5 FLOW_MOD built by this
 // package.

@@ -251,6 +251,15 @@ func DecodeMetadata(b []byte) (Metadata, error) {
 	return m, err
 }
 
+// XReg7BitClearField matches OXM_OF_PKT_REG7 (OVS's xreg7, 64 bits) with
+// the given bit clear. A packet enters a bridge with its registers zero,
+// so in table 0 it matches every packet that arrives, while two such
+// fields with different bits are different matches.
+func XReg7BitClearField(bit uint8) []byte {
+	return encodeOXM(OXMField{Class: classPacketRegs, Field: 7, HasMask: true,
+		Value: make([]byte, 8), Mask: binary.BigEndian.AppendUint64(nil, 1<<(bit&63))})
+}
+
 // PktMarkField is NXM_NX_PKT_MARK.
 func PktMarkField(mark uint32) []byte {
 	return oxm(classNXM1, 33, binary.BigEndian.AppendUint32(nil, mark))

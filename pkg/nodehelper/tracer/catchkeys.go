@@ -199,12 +199,17 @@ func (h *heldCatches) took(owner uint8, keys []catchKey) {
 // missed records the kinds of answer (catchKey.class) of keys it could
 // not take.
 func (h *heldCatches) missed(keys []catchKey) {
+	for _, c := range classes(keys) {
+		h.missedClass(c)
+	}
+}
+
+// missedClass records a kind of answer it could not catch.
+func (h *heldCatches) missedClass(class string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for _, c := range classes(keys) {
-		if !slices.Contains(h.uncaught, c) {
-			h.uncaught = append(h.uncaught, c)
-		}
+	if !slices.Contains(h.uncaught, class) {
+		h.uncaught = append(h.uncaught, class)
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"testing"
 	"time"
+
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/openflow"
 )
 
 func TestCatchKeysCollide(t *testing.T) {
@@ -83,5 +85,32 @@ func TestCatchKeysTryWaitRelease(t *testing.T) {
 	defer c.mu.Unlock()
 	if len(c.waiting) != 0 {
 		t.Errorf("a waiter that gave up is still waiting: %+v", c.waiting)
+	}
+}
+
+// A catch flow OVS refuses names the kind of answer it would have caught,
+// read back from the flow mod's own match.
+func TestCatchClassOfRefusedFlow(t *testing.T) {
+	a4, a6 := netip.MustParseAddr("10.10.1.2"), netip.MustParseAddr("fd00::2")
+	for _, tc := range []struct {
+		match []byte
+		want  string
+	}{
+		{append(append(openflow.EthTypeField(0x0800), openflow.IPProtoField(6)...), openflow.L4DstField(6, 61111)...), "TCP"},
+		{append(append(openflow.EthTypeField(0x0800), openflow.IPProtoField(17)...), openflow.L4DstField(17, 61111)...), "UDP"},
+		{append(append(append(openflow.EthTypeField(0x0800), openflow.IPProtoField(1)...), openflow.IPDstField(a4)...), openflow.ICMPTypeField(false, 0)...), "echo reply"},
+		{append(append(append(openflow.EthTypeField(0x0800), openflow.IPProtoField(1)...), openflow.IPDstField(a4)...), openflow.ICMPTypeField(false, 3)...), "ICMP error"},
+		{append(append(append(openflow.EthTypeField(0x86dd), openflow.IPProtoField(58)...), openflow.IPDstField(a6)...), openflow.ICMPTypeField(true, 129)...), "echo reply"},
+		{append(append(append(openflow.EthTypeField(0x86dd), openflow.IPProtoField(58)...), openflow.IPDstField(a6)...), openflow.ICMPTypeField(true, 1)...), "ICMP error"},
+	} {
+		m := append(tc.match, openflow.XReg7BitClearField(41)...)
+		f := openflow.NewFlow(0, 0, answerCatchPriority, 0, 10, m, nil)
+		fields, err := openflow.FlowModMatch(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := catchClassOf(fields); got != tc.want {
+			t.Errorf("%x: class %q, want %q", tc.match, got, tc.want)
+		}
 	}
 }

@@ -5,6 +5,8 @@ package tracer_test
 import (
 	"context"
 	"net"
+	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
@@ -149,4 +151,84 @@ func TestIntegrationSilentPortHoldsNoOtherTraceBack(t *testing.T) {
 	if res := result(t, answer); res.ExitCode == nil || *res.ExitCode != tracer.ExitTimeout {
 		t.Errorf("the silent port's answer: %+v, want unanswered (exit %d)", res, tracer.ExitTimeout)
 	}
+}
+
+// Two helper processes tracing from one pod at once do not see each
+// other's catch keys (they are a process's): their answers' catch flows
+// can be the same flow, here by their sharing a source port. The second
+// used to replace the first's, catch its own answer, and delete the flow
+// when it ended, before the first's answer (from a workload that answers
+// after 1.5 s) came: the first reported it unanswered. OVS now refuses the
+// second's catch as overlapping; the first follows its answer and the
+// second says which kinds of answer it could not catch. A second run
+// directory naming the same OVS stands for the other process: catch keys
+// are per OVS as a process names it.
+func TestIntegrationCatchesOfAnotherProcess(t *testing.T) {
+	o := newOneNode(t)
+	if err := o.c.UDPEcho(o.ctx, 5353); err != nil {
+		t.Fatal(err)
+	}
+	var slow net.PacketConn
+	if err := o.b.In(func() (err error) {
+		slow, err = net.ListenPacket("udp", ":5000")
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = slow.Close() })
+	go func() {
+		buf := make([]byte, 2048)
+		for {
+			n, from, err := slow.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			answer := append([]byte(nil), buf[:n]...)
+			time.AfterFunc(1500*time.Millisecond, func() { _, _ = slow.WriteTo(answer, from) })
+		}
+	}()
+	other := filepath.Join(t.TempDir(), "other-process-rundir")
+	if err := os.Symlink(o.n.Dir, other); err != nil {
+		t.Fatal(err)
+	}
+
+	var firstBuf syncBuffer
+	first := o.spec(t, 21, o.b.IP, probe.UDP, 5000)
+	first.ReplyTag, first.SrcPort, first.Timeout, first.Out = 41, 61111, 6*time.Second, report.NewWriter(&firstBuf, nil)
+	firstDone := make(chan tracer.Outcome, 1)
+	go func() {
+		out, err := tracer.Trace(context.Background(), first)
+		if err != nil {
+			t.Errorf("first trace: %v", err)
+		}
+		firstDone <- out
+	}()
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		if fwd, _ := splitReply(parseLines(t, firstBuf.String())); slices.ContainsFunc(fwd, func(l report.Line) bool { return l.Type == report.TypeResult }) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the first probe's verdict did not come within 5s:\n%s", firstBuf.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	var secondBuf syncBuffer
+	second := o.spec(t, 22, o.c.IP, probe.UDP, 5353)
+	second.Rundir = other
+	second.ReplyTag, second.SrcPort, second.Timeout, second.Out = 42, 61111, 6*time.Second, report.NewWriter(&secondBuf, nil)
+	out, err := tracer.Trace(context.Background(), second)
+	if err != nil || out.ExitCode != tracer.ExitOK {
+		t.Fatalf("second trace: exit %d, %v\n%s", out.ExitCode, err, secondBuf.String())
+	}
+	_, answer := splitReply(parseLines(t, secondBuf.String()))
+	if res := result(t, answer); !slices.Contains(res.Uncaught, "UDP") || !slices.Contains(res.Uncaught, "ICMP error") {
+		t.Errorf("the second trace's answer: uncaught %v (%s), want UDP and ICMP error", res.Uncaught, res.Explanation.Summary)
+	}
+
+	if got := <-firstDone; got.ExitCode != tracer.ExitOK {
+		t.Fatalf("first trace: exit %d\n%s", got.ExitCode, firstBuf.String())
+	}
+	_, answer = splitReply(parseLines(t, firstBuf.String()))
+	checkAnswer(t, answer, "UDP", false, "default/pod-a")
 }

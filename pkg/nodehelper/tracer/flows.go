@@ -88,13 +88,34 @@ func (s *session) flowsOf(ctx context.Context, t ofproto.Trace) (map[uint8][]ope
 // names the flow and nothing is reported ready before OVS has the flows.
 // Each flow asks OVS to say when it is removed, and the session remembers
 // it, so that flows someone else deletes come back (see restore.go).
+//
+// A flow that asks OVS to check for overlap (an answer's catch, reply.go)
+// goes alone: where OVS refuses it, the trace goes on without it and says
+// what it could not catch (refusedCatch).
 func (s *session) install(ctx context.Context, p Plan, revalidate bool) error {
+	var batch [][]byte
 	for _, m := range p.FlowMods {
-		openflow.SetFlowModFlags(m, openflow.FlagSendFlowRem)
+		flags := openflow.FlowModFlags(m) | openflow.FlagSendFlowRem
+		openflow.SetFlowModFlags(m, flags)
+		if flags&openflow.FlagCheckOverlap == 0 {
+			batch = append(batch, m)
+			continue
+		}
+		err := s.send(ctx, [][]byte{m}, false)
+		if openflow.IsOverlap(err) {
+			s.refusedCatch(m)
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		s.remember([][]byte{m}, time.Now())
+		s.installed++
+		s.catching++
 	}
-	s.remember(p.FlowMods, time.Now())
-	s.installed += len(p.FlowMods)
-	return s.send(ctx, p.FlowMods, revalidate)
+	s.remember(batch, time.Now())
+	s.installed += len(batch)
+	return s.send(ctx, batch, revalidate)
 }
 
 // send sends flow mods, waits for a barrier and, if revalidate, for OVS to

@@ -65,10 +65,18 @@ func TestAnswerCatch(t *testing.T) {
 			var got []string
 			for _, m := range p.FlowMods {
 				fm := splitFlowMod(t, m)
-				got = append(got, openflow.FormatMatch(fm.match))
-				if fm.table != 0 || fm.priority != 0xffff || openflow.FlowModCookie(m) != s.cookie|kindCatch || openflow.FlowModHardTimeout(m) != 10 {
-					t.Errorf("flow %s: table %d priority %d cookie %#x hard_timeout %d; want table 0, 65535, the catch's cookie, 10s",
-						got[len(got)-1], fm.table, fm.priority, openflow.FlowModCookie(m), openflow.FlowModHardTimeout(m))
+				// Every catch carries its tag's (5) bit of xreg7, so that
+				// another process's catch of the same answers overlaps it
+				// without being the same flow (answerCatchPriority).
+				match, ok := strings.CutSuffix(openflow.FormatMatch(fm.match), ",xreg7=0x0000000000000000/0x0000000000000020")
+				if !ok {
+					t.Errorf("flow %s: no xreg7 bit of tag 5", openflow.FormatMatch(fm.match))
+				}
+				got = append(got, match)
+				if fm.table != 0 || fm.priority != 0xfffe || openflow.FlowModCookie(m) != s.cookie|kindCatch || openflow.FlowModHardTimeout(m) != 10 ||
+					openflow.FlowModFlags(m) != openflow.FlagCheckOverlap {
+					t.Errorf("flow %s: table %d priority %d cookie %#x hard_timeout %d flags %#x; want table 0, 65534, the catch's cookie, 10s, check overlap",
+						match, fm.table, fm.priority, openflow.FlowModCookie(m), openflow.FlowModHardTimeout(m), openflow.FlowModFlags(m))
 				}
 			}
 			if d := cmp.Diff(tc.want, got); d != "" {

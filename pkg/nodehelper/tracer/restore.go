@@ -100,6 +100,8 @@ func (s *session) onFlowRemoved(ctx context.Context, fr openflow.FlowRemoved) er
 			}
 			m := append([]byte(nil), f.msg...)
 			openflow.SetFlowModHardTimeout(m, uint16(math.Ceil(left.Seconds()))) //nolint:gosec // <= the original
+			// An answer's catch that is still there would overlap itself.
+			openflow.SetFlowModFlags(m, openflow.FlowModFlags(m)&^openflow.FlagCheckOverlap)
 			msgs = append(msgs, m)
 		}
 	}

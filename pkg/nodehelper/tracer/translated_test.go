@@ -166,9 +166,11 @@ const (
 func TestArmTranslated(t *testing.T) {
 	snat := tcpProbe(snatIP, 40001)
 	snatOtherPort := tcpProbe(snatIP, 40002)
+	// The trace's tag (5) is its catches' register bit (answerCatch).
+	const bit = ",xreg7=0x0000000000000000/0x0000000000000020"
 	catchAt := func(port string) []string {
-		return []string{"dl_type=0x0800,nw_proto=1,nw_dst=172.18.0.3,icmp_type=3", "dl_type=0x0800,nw_proto=1,nw_dst=172.18.0.3,icmp_type=11",
-			"dl_type=0x0800,nw_proto=6,nw_dst=172.18.0.3,tp_dst=" + port}
+		return []string{"dl_type=0x0800,nw_proto=1,nw_dst=172.18.0.3,icmp_type=3" + bit, "dl_type=0x0800,nw_proto=1,nw_dst=172.18.0.3,icmp_type=11" + bit,
+			"dl_type=0x0800,nw_proto=6,nw_dst=172.18.0.3,tp_dst=" + port + bit}
 	}
 	for _, tc := range []struct {
 		name       string
