@@ -111,7 +111,6 @@ func (s *session) install(ctx context.Context, p Plan, revalidate bool) error {
 		}
 		s.remember([][]byte{m}, time.Now())
 		s.installed++
-		s.catching++
 	}
 	s.remember(batch, time.Now())
 	s.installed += len(batch)

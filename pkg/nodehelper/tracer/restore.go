@@ -100,7 +100,9 @@ func (s *session) onFlowRemoved(ctx context.Context, fr openflow.FlowRemoved) er
 			}
 			m := append([]byte(nil), f.msg...)
 			openflow.SetFlowModHardTimeout(m, uint16(math.Ceil(left.Seconds()))) //nolint:gosec // <= the original
-			// An answer's catch that is still there would overlap itself.
+			// Without the overlap check (an answer's catch): a refusal
+			// would fail the whole batch. Where another process's catch
+			// took the place meanwhile, both stay, as before the check.
 			openflow.SetFlowModFlags(m, openflow.FlowModFlags(m)&^openflow.FlagCheckOverlap)
 			msgs = append(msgs, m)
 		}

@@ -157,10 +157,8 @@ type session struct {
 	kernel     *kernelCT
 	kernelConn *ctTuple
 	// catches holds the answer's catch keys the trace took (catchkeys.go),
-	// let go at cleanup; catching counts the answer's catch flows OVS
-	// took (install).
-	catches  heldCatches
-	catching int
+	// let go at cleanup.
+	catches heldCatches
 	// removed, where set, hears of the trace's removed flows for it, and
 	// unhear stops that (removals.go); else its own connection does.
 	removed <-chan openflow.FlowRemoved
