@@ -109,25 +109,9 @@ func TestIntegrationSilentPortHoldsNoOtherTraceBack(t *testing.T) {
 	var udpBuf syncBuffer
 	udp := o.spec(t, 21, o.c.IP, probe.UDP, 5000)
 	udp.ReplyTag, udp.Timeout, udp.Out = 41, 10*time.Second, report.NewWriter(&udpBuf, nil)
-	udpDone := make(chan tracer.Outcome, 1)
-	go func() {
-		out, err := tracer.Trace(context.Background(), udp)
-		if err != nil {
-			t.Errorf("UDP trace: %v", err)
-		}
-		udpDone <- out
-	}()
-	// The UDP probe's own verdict is out: its answer's catch is armed and
-	// held, and nothing will answer it.
-	for deadline := time.Now().Add(5 * time.Second); ; {
-		if fwd, _ := splitReply(parseLines(t, udpBuf.String())); slices.ContainsFunc(fwd, func(l report.Line) bool { return l.Type == report.TypeResult }) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the UDP probe's verdict did not come within 5s:\n%s", udpBuf.String())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	// Once the UDP probe's own verdict is out, its answer's catch is
+	// armed and held, and nothing will answer it.
+	udpDone := traceUntilVerdict(t, udp, &udpBuf)
 
 	var pingBuf syncBuffer
 	ping := o.spec(t, 22, o.b.IP, probe.ICMP, 0)
@@ -195,23 +179,7 @@ func TestIntegrationCatchesOfAnotherProcess(t *testing.T) {
 	var firstBuf syncBuffer
 	first := o.spec(t, 21, o.b.IP, probe.UDP, 5000)
 	first.ReplyTag, first.SrcPort, first.Timeout, first.Out = 41, 61111, 6*time.Second, report.NewWriter(&firstBuf, nil)
-	firstDone := make(chan tracer.Outcome, 1)
-	go func() {
-		out, err := tracer.Trace(context.Background(), first)
-		if err != nil {
-			t.Errorf("first trace: %v", err)
-		}
-		firstDone <- out
-	}()
-	for deadline := time.Now().Add(5 * time.Second); ; {
-		if fwd, _ := splitReply(parseLines(t, firstBuf.String())); slices.ContainsFunc(fwd, func(l report.Line) bool { return l.Type == report.TypeResult }) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the first probe's verdict did not come within 5s:\n%s", firstBuf.String())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	firstDone := traceUntilVerdict(t, first, &firstBuf)
 
 	var secondBuf syncBuffer
 	second := o.spec(t, 22, o.c.IP, probe.UDP, 5353)
@@ -231,4 +199,28 @@ func TestIntegrationCatchesOfAnotherProcess(t *testing.T) {
 	}
 	_, answer = splitReply(parseLines(t, firstBuf.String()))
 	checkAnswer(t, answer, "UDP", false, "default/pod-a")
+}
+
+// traceUntilVerdict starts a round trip and returns once its probe's own
+// verdict is out (its answer's catch armed); the channel gives its outcome
+// when it ends.
+func traceUntilVerdict(t *testing.T, spec tracer.TraceSpec, buf *syncBuffer) <-chan tracer.Outcome {
+	t.Helper()
+	done := make(chan tracer.Outcome, 1)
+	go func() {
+		out, err := tracer.Trace(context.Background(), spec)
+		if err != nil {
+			t.Errorf("trace to %s: %v", spec.Destination, err)
+		}
+		done <- out
+	}()
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		if fwd, _ := splitReply(parseLines(t, buf.String())); slices.ContainsFunc(fwd, func(l report.Line) bool { return l.Type == report.TypeResult }) {
+			return done
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the probe's verdict did not come within 5s:\n%s", buf.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
