@@ -118,7 +118,12 @@ func (p *Pod) DialTCP(addr string, timeout time.Duration) error {
 }
 
 // UDPEcho serves UDP echo on the pod's port until ctx ends.
-func (p *Pod) UDPEcho(ctx context.Context, port int) error {
+func (p *Pod) UDPEcho(ctx context.Context, port int) error { return p.UDPEchoAfter(ctx, port, 0) }
+
+// UDPEchoAfter serves UDP echo on the pod's port until ctx ends, each
+// answer delay after its datagram came: a workload slow to answer.
+// A negative delay takes the datagrams and answers none.
+func (p *Pod) UDPEchoAfter(ctx context.Context, port int, delay time.Duration) error {
 	var pc net.PacketConn
 	if err := p.In(func() error {
 		var err error
@@ -132,10 +137,15 @@ func (p *Pod) UDPEcho(ctx context.Context, port int) error {
 		buf := make([]byte, 2048)
 		for {
 			n, from, err := pc.ReadFrom(buf)
-			if err != nil {
+			switch {
+			case err != nil:
 				return
+			case delay == 0:
+				_, _ = pc.WriteTo(buf[:n], from)
+			case delay > 0:
+				answer := append([]byte(nil), buf[:n]...)
+				time.AfterFunc(delay, func() { _, _ = pc.WriteTo(answer, from) })
 			}
-			_, _ = pc.WriteTo(buf[:n], from)
 		}
 	}()
 	return nil

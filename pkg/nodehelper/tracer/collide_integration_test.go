@@ -4,7 +4,6 @@ package tracer_test
 
 import (
 	"context"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -97,14 +96,9 @@ func TestIntegrationRoundTripsFromOneSourceAtOnce(t *testing.T) {
 // the silent trace still waits for its answer.
 func TestIntegrationSilentPortHoldsNoOtherTraceBack(t *testing.T) {
 	o := newOneNode(t)
-	var silent net.PacketConn
-	if err := o.c.In(func() (err error) {
-		silent, err = net.ListenPacket("udp", ":5000")
-		return err
-	}); err != nil {
+	if err := o.c.UDPEchoAfter(o.ctx, 5000, -1); err != nil { // takes the probe, never answers
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = silent.Close() })
 
 	var udpBuf syncBuffer
 	udp := o.spec(t, 21, o.c.IP, probe.UDP, 5000)
@@ -152,25 +146,9 @@ func TestIntegrationCatchesOfAnotherProcess(t *testing.T) {
 	if err := o.c.UDPEcho(o.ctx, 5353); err != nil {
 		t.Fatal(err)
 	}
-	var slow net.PacketConn
-	if err := o.b.In(func() (err error) {
-		slow, err = net.ListenPacket("udp", ":5000")
-		return err
-	}); err != nil {
+	if err := o.b.UDPEchoAfter(o.ctx, 5000, 1500*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = slow.Close() })
-	go func() {
-		buf := make([]byte, 2048)
-		for {
-			n, from, err := slow.ReadFrom(buf)
-			if err != nil {
-				return
-			}
-			answer := append([]byte(nil), buf[:n]...)
-			time.AfterFunc(1500*time.Millisecond, func() { _, _ = slow.WriteTo(answer, from) })
-		}
-	}()
 	other := filepath.Join(t.TempDir(), "other-process-rundir")
 	if err := os.Symlink(o.n.Dir, other); err != nil {
 		t.Fatal(err)
