@@ -40,7 +40,6 @@ func catchClassOf(fields []openflow.OXMField) string {
 			k.proto = f.Value[0]
 		case 19, 29: // icmpv4_type, icmpv6_type
 			k.num = uint16(f.Value[0])
-			k.v6 = f.Field == 29
 		}
 	}
 	return k.class()
