@@ -4,6 +4,8 @@
 set -euo pipefail
 declare -A pkg_of=(
   [ovs-vswitchd]=openvswitch-switch
+  # The lab waits for each ovsdb-server to answer (ovsdb_listening in test/lab/lab.sh).
+  [ovsdb-client]=openvswitch-common
   # The lab's OVN mode (TFLAB_CNI=ovn): northd and the NB/SB schemas, and ovn-controller.
   [ovn-northd]=ovn-central
   [ovn-controller]=ovn-host

@@ -6,9 +6,11 @@
 package testenv
 
 import (
+	"net"
 	"os"
 	"os/exec"
 	"testing"
+	"time"
 )
 
 // CIEnv is the environment variable that turns skips into failures.
@@ -50,4 +52,25 @@ func RequireOVS(t testing.TB) {
 	t.Helper()
 	RequireRoot(t)
 	RequireCommands(t, "ovsdb-server", "ovs-vswitchd", "ovs-vsctl", "ovs-ofctl", "ovs-appctl", "ovsdb-tool", "ip")
+}
+
+// WaitListening polls until something accepts connections on the unix
+// socket at path. The file appears at bind(), before the daemon listens, and
+// a client connecting in between is refused (ovs-vsctl, ovn-nbctl and
+// ovsdb-client do not retry), so the file alone says nothing. timeout only
+// ends a wait for a daemon that never came up.
+func WaitListening(t testing.TB, path string, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		c, err := net.DialTimeout("unix", path, time.Second)
+		if err == nil {
+			_ = c.Close()
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("nothing listens on %s after %s: %v", path, timeout, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

@@ -114,6 +114,15 @@ poll() {
   done
 }
 
+# ovsdb_listening SOCKET...: every socket answers an OVSDB request. A socket
+# file exists from bind() on, before ovsdb-server listens on it, and a client
+# that connects in between is refused (ovs-vsctl and ovn-nbctl do not retry),
+# so `test -S` is not enough.
+ovsdb_listening() {
+  local s
+  for s in "$@"; do ovsdb-client --timeout=5 list-dbs "unix:$s" || return 1; done
+}
+
 cgroup_hier() { for h in /sys/fs/cgroup/*/; do [ -f "$h/cgroup.procs" ] && echo "${h%/}"; done; }
 
 # mkcg PATH: create a cgroup in every hierarchy (cpuset needs cpus and mems

@@ -56,16 +56,7 @@ func startOVN(t *testing.T) (nb, sb string, nbctl func(args ...string) string) {
 		file := filepath.Join(dir, db.name+".db")
 		run("ovsdb-tool", "create", file, db.schema)
 		daemon("ovsdb-server", file, "--remote=punix:"+db.sock, "--unixctl="+filepath.Join(dir, db.name+".ctl"))
-		deadline := time.Now().Add(time.Minute) // ends a hung wait only
-		for {
-			if _, err := os.Stat(db.sock); err == nil {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s never appeared", db.sock)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+		testenv.WaitListening(t, db.sock, time.Minute)
 	}
 	nbctl = func(args ...string) string { return run("ovn-nbctl", append([]string{"--db=unix:" + nb}, args...)...) }
 	nbctl("init")

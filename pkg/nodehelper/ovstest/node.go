@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/kubectl-traceflow/kubectl-traceflow/internal/testenv"
 )
 
 // Node is one OVS instance in its own network namespace.
@@ -66,7 +68,7 @@ func NewNode(t testing.TB, index int) *Node {
 	n.mustRun("ovsdb-tool", "create", filepath.Join(dir, "conf.db"), "/usr/share/openvswitch/vswitch.ovsschema")
 	n.start("ovsdb-server", filepath.Join(dir, "conf.db"), "--remote=punix:"+filepath.Join(dir, "db.sock"),
 		"--pidfile="+filepath.Join(dir, "ovsdb-server.pid"), "--log-file="+filepath.Join(dir, "ovsdb-server.log"))
-	n.waitFor(filepath.Join(dir, "db.sock"))
+	testenv.WaitListening(t, filepath.Join(dir, "db.sock"), 5*time.Second)
 	n.Vsctl("--no-wait", "init")
 	n.start("ovs-vswitchd", "unix:"+filepath.Join(dir, "db.sock"), "--pidfile="+filepath.Join(dir, "ovs-vswitchd.pid"),
 		"--log-file="+filepath.Join(dir, "ovs-vswitchd.log"))

@@ -58,7 +58,7 @@ node_ovs() {
   ovsdb-tool create "$nd/ovs/conf.db" "$OVS_SCHEMA"
   start "$n-ovsdb-server" "$n" ovsdb-server "$nd/ovs/conf.db" --remote=punix:/run/openvswitch/db.sock \
     --pidfile=/run/openvswitch/ovsdb-server.pid --log-file="$S/logs/$n-ovsdb-server.ovs.log"
-  poll "$n ovsdb-server" 10 test -S "$nd/root/run/openvswitch/db.sock"
+  poll "$n ovsdb-server" 10 ovsdb_listening "$nd/root/run/openvswitch/db.sock"
   in_node "$n" ovs-vsctl --no-wait init
   mode_hook node_ovsdb "$i"
   node_vswitchd "$i"

@@ -40,8 +40,8 @@ ovn_central() {
       --pidfile="$OVN_DIR/ovn${db}_db.pid" --unixctl="$OVN_DIR/ovn${db}_db.ctl" \
       --log-file="$S/logs/ovn-$db-ovsdb.ovs.log"
   done
-  poll "the OVN northbound database" 10 test -S "$OVN_DIR/ovnnb_db.sock" || die "no NB database: see $S/logs/ovn-nb-ovsdb*.log"
-  poll "the OVN southbound database" 10 test -S "$OVN_DIR/ovnsb_db.sock" || die "no SB database: see $S/logs/ovn-sb-ovsdb*.log"
+  poll "the OVN northbound database" 10 ovsdb_listening "$OVN_DIR/ovnnb_db.sock" || die "no NB database: see $S/logs/ovn-nb-ovsdb*.log"
+  poll "the OVN southbound database" 10 ovsdb_listening "$OVN_DIR/ovnsb_db.sock" || die "no SB database: see $S/logs/ovn-sb-ovsdb*.log"
   nbctl init
   sbctl init
   start ovn-northd - env OVN_RUNDIR="$OVN_DIR" OVN_LOGDIR="$S/logs" \

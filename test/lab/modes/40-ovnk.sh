@@ -56,7 +56,7 @@ ovnk_node() {
     start "$n-ovn-$db-ovsdb" "$n" ovsdb-server "$nd/ovn/ovn${db}_db.db" --remote=punix:/run/ovn/ovn${db}_db.sock \
       --pidfile=/run/ovn/ovn${db}_db.pid --unixctl=/run/ovn/ovn${db}_db.ctl --log-file="$S/logs/$n-ovn-$db-ovsdb.ovs.log"
   done
-  poll "$n's OVN databases" 10 test -S "$nd/root/run/ovn/ovnnb_db.sock" -a -S "$nd/root/run/ovn/ovnsb_db.sock" ||
+  poll "$n's OVN databases" 10 ovsdb_listening "$nd/root/run/ovn/ovnnb_db.sock" "$nd/root/run/ovn/ovnsb_db.sock" ||
     die "no OVN databases on $n: see $S/logs/$n-ovn-*-ovsdb.ovs.log"
   in_node "$n" ovn-nbctl --db=unix:/run/ovn/ovnnb_db.sock init
   in_node "$n" ovn-sbctl --db=unix:/run/ovn/ovnsb_db.sock init

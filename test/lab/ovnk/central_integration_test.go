@@ -50,10 +50,7 @@ func startCentral(t *testing.T) *central {
 		}
 		c.daemon(t, "ovsdb-server", file, "--remote=punix:"+db.sock,
 			"--unixctl="+filepath.Join(dir, db.name+".ctl"), "--log-file="+filepath.Join(dir, db.name+".log"))
-		waitFor(t, time.Minute, func() (bool, string) {
-			_, err := os.Stat(db.sock)
-			return err == nil, db.sock + " never appeared"
-		})
+		testenv.WaitListening(t, db.sock, time.Minute)
 	}
 	c.nbctl(t, "init")
 	c.daemon(t, "ovn-northd", "--ovnnb-db=unix:"+c.nb, "--ovnsb-db=unix:"+c.sb,
