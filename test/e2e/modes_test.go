@@ -202,10 +202,10 @@ var holdsIn = map[string][]string{
 	// uplink bridge, and the antrea mode runs no kube-proxy and Antrea's
 	// proxy without proxyAll, so nothing there answers a NodePort. The
 	// refusals are the plugin's, in every mode.
-	"TestOutsideToNodePortAndExternalIP":    ovnkOnly,
-	"TestOutsideLeavesRealConnectionsAlone": ovnkOnly,
+	"TestOutsideToNodePortAndExternalIP":    {modeAntrea, modeOVNK},
+	"TestOutsideLeavesRealConnectionsAlone": {modeAntrea, modeOVNK},
 	"TestOutsideBadInput":                   everyMode,
-	"TestOutsideWhereNoUplinkBridge":        {modeLab, modeOVN, modeAntrea},
+	"TestOutsideWhereNoUplinkBridge":        {modeLab, modeOVN},
 	// A way back that drops the answer: the lab agent's drop-replies fault,
 	// a logical router policy in the OVN modes, a drop flow of the test's
 	// own on Antrea (issue 26).

@@ -19,7 +19,10 @@ import (
 // Issue 26, done-when 5: from outside the cluster to a NodePort on either
 // node and to an externalIP, on the genuine OVN-Kubernetes, whose gateway
 // routers implement them (its breth0 flows send a NodePort's and an
-// externalIP's packets from the uplink into OVN). The lab's host
+// externalIP's packets from the uplink into OVN), and on the genuine
+// Antrea with proxyAll, whose proxy implements them behind the node's
+// kernel (iptables DNAT a NodePort to its virtual address, routes send
+// that and an externalIP into OVS through antrea-gw0). The lab's host
 // (10.89.0.1, on the nodes' underlay) is the outside: real traffic is the
 // workload client run there, and each trace from it (a round trip) must
 // say what that traffic met: served means the endpoint reached and the
@@ -135,7 +138,7 @@ spec:
 // checked: the NodePort and the LoadBalancer IP answer, the node reaches
 // pod b, and the NodePort of the Service without endpoints, stated as
 // delivered, fails with a JUnit failure that names the forward way and
-// the node where the gateway router answered in the endpoint's stead.
+// the node where the dataplane answered in the endpoint's stead.
 func checkSuiteBeyondPods(t *testing.T, ns string, web, empty int, lbIP string) {
 	junit := filepath.Join(t.TempDir(), "junit.xml")
 	r := runCheck(t, fmt.Sprintf(`apiVersion: traceflow.kubectl-traceflow.io/v1alpha1
@@ -157,7 +160,10 @@ cases:
 	}
 	xml := validateJUnit(t, junit)
 	t.Logf("JUnit report:\n%s", xml)
-	for _, want := range []string{`type="Rejected"`, "forward: ", "rejected on " + labNodes[0].name + " by table lr_in_dnat"} {
+	// Where the Service without endpoints is rejected: OVN-Kubernetes'
+	// gateway router's load balancer, Antrea's proxy's EndpointDNAT table.
+	table := map[string]string{modeOVNK: "lr_in_dnat", modeAntrea: "EndpointDNAT"}[labMode()]
+	for _, want := range []string{`type="Rejected"`, "forward: ", "rejected on " + labNodes[0].name + " by table " + table} {
 		if !strings.Contains(xml, want) {
 			t.Errorf("the JUnit failure does not say %q", want)
 		}
@@ -297,17 +303,20 @@ func outsideTraffic(t testing.TB, p probe) outcome {
 
 // TestOutsideWhereNoUplinkBridge: where a node's uplink is not bridged
 // into the pipeline (the lab's and ovn modes' br-phy carries only the
-// tunnel; the antrea mode's too, and nothing there implements a NodePort:
-// no kube-proxy runs and Antrea's proxy has proxyAll off), a packet from
-// outside meets the node's kernel first, out of OVS's sight: the helper
-// says so and the trace fails (exit 4) without a verdict it could not
-// know, and real traffic is refused by the node's kernel.
+// tunnel, and the node's address is on its own port), a packet from
+// outside meets the node's kernel first, and nothing there implements a
+// NodePort (no kube-proxy runs, and neither mode's dataplane has one):
+// the helper sends the probe into the node's stack as the outside's
+// packet arrives, sees the kernel take it for itself, and says so; the
+// trace fails (exit 4) without a verdict it could not know (what the
+// kernel does with it is out of OVS's sight), and real traffic is refused
+// by the node's kernel.
 func TestOutsideWhereNoUplinkBridge(t *testing.T) {
 	f := getTraceFixture(t)
 	port := nodePortService(t, f.ns, "outside-unbridged", "web")
 	r := runTrace(t, labHostIP, "node/"+labNodes[0].name, "--tcp", strconv.Itoa(port))
-	if r.code != 4 || !strings.Contains(r.stderr, "the node reaches "+labHostIP+" through") {
-		t.Errorf("exit %d, want 4 saying how the node reaches the outside and why nothing enters the pipeline there:\n%s", r.code, r.stderr)
+	if r.code != 4 || !strings.Contains(r.stderr, "the probe went into the node's own stack") {
+		t.Errorf("exit %d, want 4 saying the probe went into the node's own stack and what the helper saw of it:\n%s", r.code, r.stderr)
 	}
 	if real := outsideTraffic(t, probe{proto: "tcp", dst: labNodes[0].ip, port: port}); real != refused {
 		t.Errorf("real traffic from the lab's host to the NodePort: %s, want refused (nothing implements it here)", real)

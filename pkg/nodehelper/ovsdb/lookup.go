@@ -125,6 +125,9 @@ const (
 	// MatchUplink: the patch port through which the node's uplink bridge
 	// sends a packet from outside into the bridge.
 	MatchUplink Match = "the uplink bridge's patch port"
+	// MatchUplinkStack: the uplink bridge's own port, through which the
+	// node's stack takes a packet from outside before the pipeline does.
+	MatchUplinkStack Match = "the uplink bridge's own port"
 )
 
 // FindPod finds the port of pod namespace/name: Antrea writes pod-name and

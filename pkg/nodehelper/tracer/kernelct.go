@@ -84,6 +84,16 @@ type ctEntry struct {
 	Zone        uint16
 }
 
+// DestinationTranslated says whether the kernel rewrites the original
+// direction's destination (a DNAT): the answer comes from another address
+// or port than the one the packet was sent to.
+func (e ctEntry) DestinationTranslated() bool {
+	if e.Reply.Src != e.Orig.Dst {
+		return true
+	}
+	return (e.Orig.Proto == 6 || e.Orig.Proto == 17) && e.Reply.SrcPort != e.Orig.DstPort
+}
+
 // SourceTranslated says whether the kernel rewrites the original
 // direction's source: the answer comes back to another address or port.
 func (e ctEntry) SourceTranslated() bool {

@@ -37,11 +37,15 @@ import (
 // nothing.
 
 // uplink is where the outside's packets enter: the uplink bridge, its port
-// to the outside, and the uplink bridge's hops of the probe.
+// to the outside, and the uplink bridge's hops of the probe. local is set
+// where the bridge has no patch port into the pipeline and its own port
+// (the node's address) is where the outside's packets go: into the node's
+// own stack first (kernelentry.go).
 type uplink struct {
 	bridge *ovsdb.Bridge
 	port   ovsdb.Port
 	hops   []ofproto.Hop
+	local  *ovsdb.Port
 }
 
 // outsideSource finds where a packet from spec.SourceIP to the node enters
@@ -60,12 +64,14 @@ func (s *session) outsideSource(spec *TraceSpec, route func(netip.Addr) (Route, 
 	if err != nil {
 		return nil, nil, fmt.Errorf("the node reaches %s through %s: %w", spec.SourceIP, r.Dev, err)
 	}
-	in, err := s.br.FindPort(patch.Options["peer"])
-	if err != nil {
-		return nil, nil, fmt.Errorf("the peer of %s's patch port %s: %w", up.bridge.Name, patch.Name, err)
-	}
-	if in.Ofport <= 0 || patch.Ofport <= 0 {
-		return nil, nil, fmt.Errorf("the patch ports %s and %s have no OpenFlow port numbers (ofport %d, %d): OVS could not add them", patch.Name, in.Name, patch.Ofport, in.Ofport)
+	in := &up.port
+	if up.local == nil {
+		if in, err = s.br.FindPort(patch.Options["peer"]); err != nil {
+			return nil, nil, fmt.Errorf("the peer of %s's patch port %s: %w", up.bridge.Name, patch.Name, err)
+		}
+		if in.Ofport <= 0 || patch.Ofport <= 0 {
+			return nil, nil, fmt.Errorf("the patch ports %s and %s have no OpenFlow port numbers (ofport %d, %d): OVS could not add them", patch.Name, in.Name, patch.Ofport, in.Ofport)
+		}
 	}
 	if spec.SourceMAC == nil {
 		next := r.NextHop(spec.SourceIP)
@@ -82,7 +88,9 @@ func (s *session) outsideSource(spec *TraceSpec, route func(netip.Addr) (Route, 
 
 // uplinkBridge is the OVS bridge whose own (internal) port is dev, with a
 // port of its own to the outside and a patch port into br: the uplink
-// bridge, and that patch port.
+// bridge, and that patch port. A bridge with no such patch port hands
+// the outside's packets for the node's address to the node's own stack
+// (dev): the uplink is returned with local set, and no patch port.
 func uplinkBridge(node *ovsdb.Node, br *ovsdb.Bridge, dev string) (*uplink, ovsdb.Port, error) {
 	if _, err := br.FindPort(dev); err == nil {
 		return nil, ovsdb.Port{}, fmt.Errorf("%s is a port of %s itself: a packet from outside reaches the node's kernel first, which decides where it goes (a kube-proxy's rules, say), out of OVS's sight", dev, br.Name)
@@ -93,22 +101,27 @@ func uplinkBridge(node *ovsdb.Node, br *ovsdb.Bridge, dev string) (*uplink, ovsd
 			continue
 		}
 		var up []ovsdb.Port
-		var patch *ovsdb.Port
+		var patch, local *ovsdb.Port
 		for j, p := range b.Ports {
 			switch {
 			case p.Type == "patch" && p.Options["peer"] != "":
 				if _, err := br.FindPort(p.Options["peer"]); err == nil {
 					patch = &b.Ports[j]
 				}
+			case p.Name == dev:
+				local = &b.Ports[j]
 			case (p.Type == "" || p.Type == "system" || p.Type == "dpdk") && p.Ofport > 0:
 				up = append(up, p)
 			}
 		}
-		switch {
-		case patch == nil:
-			return nil, ovsdb.Port{}, fmt.Errorf("bridge %s holds %s but has no patch port into %s: nothing from outside enters the pipeline through it", b.Name, dev, br.Name)
-		case len(up) != 1:
+		if len(up) != 1 {
 			return nil, ovsdb.Port{}, fmt.Errorf("bridge %s has %d ports to the outside (want one uplink): cannot tell where the outside's packets arrive", b.Name, len(up))
+		}
+		if patch == nil {
+			if local == nil || local.Ofport <= 0 {
+				return nil, ovsdb.Port{}, fmt.Errorf("bridge %s's own port %s has no OpenFlow port number: OVS could not add it", b.Name, dev)
+			}
+			return &uplink{bridge: b, port: up[0], local: local}, ovsdb.Port{}, nil
 		}
 		return &uplink{bridge: b, port: up[0]}, *patch, nil
 	}

@@ -36,9 +36,10 @@ func gatewayNode(edit func(breth0 *ovsdb.Bridge)) (*ovsdb.Node, *ovsdb.Bridge) {
 func TestUplinkBridge(t *testing.T) {
 	dropPatch := func(b *ovsdb.Bridge) { b.Ports = b.Ports[:2] }
 	for name, tc := range map[string]struct {
-		edit    func(*ovsdb.Bridge)
-		dev     string
-		wantErr string
+		edit      func(*ovsdb.Bridge)
+		dev       string
+		wantErr   string
+		wantLocal bool
 	}{
 		"OVN-Kubernetes' shared gateway": {dev: "breth0"},
 		"an uplink OVS could not add is not one": {dev: "breth0", edit: func(b *ovsdb.Bridge) {
@@ -47,9 +48,13 @@ func TestUplinkBridge(t *testing.T) {
 		"the integration bridge's own port": {dev: "ovn-k8s-mp0", wantErr: "ovn-k8s-mp0 is a port of br-int itself: a packet from outside reaches the node's kernel first"},
 		"on no bridge":                      {dev: "eth9", wantErr: "eth9 is no OVS bridge's own port on this node: a packet from outside reaches the node's kernel"},
 		"the uplink, not the bridge's port": {dev: "eth0", wantErr: "eth0 is no OVS bridge's own port"},
-		"no patch port":                     {dev: "breth0", edit: dropPatch, wantErr: "bridge breth0 holds breth0 but has no patch port into br-int"},
+		// The node's address on a bridge with no way into br-int: the
+		// node's stack takes the packet first (kernelentry.go).
+		"no patch port": {dev: "breth0", edit: dropPatch, wantLocal: true},
 		"a patch port elsewhere": {dev: "breth0", edit: func(b *ovsdb.Bridge) { b.Ports[2].Options = map[string]string{"peer": "patch-br-ex-to-breth0"} },
-			wantErr: "has no patch port into br-int"},
+			wantLocal: true},
+		"no patch port, and the bridge's port unnumbered": {dev: "breth0", edit: func(b *ovsdb.Bridge) { dropPatch(b); b.Ports[0].Ofport = -1 },
+			wantErr: "bridge breth0's own port breth0 has no OpenFlow port number"},
 		"two uplinks": {dev: "breth0", edit: func(b *ovsdb.Bridge) { b.Ports = append(b.Ports, ovsdb.Port{Name: "eth1", Ofport: 3, Type: "system"}) },
 			wantErr: "bridge breth0 has 2 ports to the outside (want one uplink)"},
 		"no uplink": {dev: "breth0", edit: func(b *ovsdb.Bridge) { b.Ports = append(b.Ports[:1], b.Ports[2]) },
@@ -66,6 +71,15 @@ func TestUplinkBridge(t *testing.T) {
 			}
 			if err != nil {
 				t.Fatal(err)
+			}
+			if tc.wantLocal {
+				if up.bridge.Name != "breth0" || up.port.Name != "eth0" || up.local == nil || up.local.Name != "breth0" || patch.Name != "" {
+					t.Errorf("uplink %s port %s local %v patch %q; want breth0, eth0, the node's stack through breth0 and no patch port", up.bridge.Name, up.port.Name, up.local, patch.Name)
+				}
+				return
+			}
+			if up.local != nil {
+				t.Errorf("a bridge with a patch port into br-int goes through the node's stack (%s)", up.local.Name)
 			}
 			if up.bridge.Name != "breth0" || up.port.Name != "eth0" || patch.Name != "patch-breth0-to-br-int" || len(up.hops) != 0 {
 				t.Errorf("uplink %s port %s patch %s hops %d; want breth0, eth0, patch-breth0-to-br-int and no hops yet", up.bridge.Name, up.port.Name, patch.Name, len(up.hops))

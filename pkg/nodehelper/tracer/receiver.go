@@ -33,22 +33,9 @@ func Receive(ctx context.Context, c Common) (Outcome, error) {
 		return Outcome{ExitCode: ExitSetup}, err
 	}
 	defer s.cleanup()
-	arrivals := s.br.Arrivals()
-	if len(arrivals) == 0 {
-		return Outcome{ExitCode: ExitSetup}, setupErr("bridge %s has no tunnel, gateway or uplink port: nothing can arrive from other nodes", s.c.Bridge)
-	}
-	ca, err := openflow.ControllerAction(s.ctlID, userdata(s.c.Tag, kindCatch, 0, 0), true)
+	catch, err := s.arrivalCatch()
 	if err != nil {
 		return Outcome{ExitCode: ExitSetup}, setupErr("%w", err)
-	}
-	actions := append(ca, openflow.ResubmitAction(0)...)
-	var catch Plan
-	for _, tp := range arrivals {
-		for _, et := range []uint16{0x0800, 0x86dd} {
-			m := append(openflow.InPortField(openflow.PortNumber(tp.Ofport)), openflow.EthTypeField(et)...)
-			m = append(m, openflow.DSCPField(s.c.Tag)...)
-			catch.FlowMods = append(catch.FlowMods, openflow.NewFlow(0, 0, 0xffff, s.cookie|kindCatch, s.c.hardTimeout(), m, actions))
-		}
 	}
 	var reply *ReplyRun
 	if c.ReplyTag != 0 {
@@ -77,16 +64,17 @@ func Receive(ctx context.Context, c Common) (Outcome, error) {
 		}
 	}
 	received := report.Observation{Component: report.ComponentForwarding, ComponentInfo: s.names.NameHop(ofproto.Hop{Table: 0, NoMatch: true}).Where, Action: report.ActionReceived}
-	out, err := s.follow(ctx, pin, received, pin.Packet)
+	out, err := s.follow(ctx, report.RoleReceiver, pin, nil, received, pin.Packet)
 	return reply.after(out, err)
 }
 
 // follow traces a packet a catch flow paused, installs the copies of its
-// path, resumes it and watches it, the catch's observation (received)
-// first. frame is the packet as the catch flow's remaining actions leave
-// it. From here on the packet waits in OVS: be quick, and resume it on
-// every path so that it is not silently lost.
-func (s *session) follow(ctx context.Context, pin openflow.PacketIn, received report.Observation, frame []byte) (Outcome, error) {
+// path, resumes it and watches it as role, the observations already
+// reported (pre) and the catch's (received) first. frame is the packet as
+// the catch flow's remaining actions leave it. From here on the packet
+// waits in OVS: be quick, and resume it on every path so that it is not
+// silently lost.
+func (s *session) follow(ctx context.Context, role report.Role, pin openflow.PacketIn, pre []report.Observation, received report.Observation, frame []byte) (Outcome, error) {
 	md := pin.Metadata
 	flow := fmt.Sprintf("in_port=%d", md.InPort) + tunnelFlow(md)
 	if sum, err := probe.Decode(pin.Packet); err == nil {
@@ -126,7 +114,7 @@ func (s *session) follow(ctx context.Context, pin openflow.PacketIn, received re
 	if sum.DstIP.IsValid() {
 		dst = sum.DstIP
 	}
-	return s.watch(ctx, report.RoleReceiver, p, dst, []report.Observation{received})
+	return s.watch(ctx, role, p, dst, append(pre, received))
 }
 
 func (s *session) waitCatch(ctx context.Context, catch Plan) (openflow.PacketIn, bool, error) {

@@ -336,7 +336,7 @@ func (s *session) followAnswer(ctx context.Context, catch Plan, answers func([]b
 		s.probeSrcIP = src.SrcIP
 	}
 	received := report.Observation{Component: report.ComponentForwarding, ComponentInfo: s.names.NameHop(ofproto.Hop{Table: 0, NoMatch: true}).Where, Action: report.ActionReceived}
-	return s.follow(ctx, pin, received, probe.WithDSCP(pin.Packet, s.c.Tag))
+	return s.follow(ctx, report.RoleReceiver, pin, nil, received, probe.WithDSCP(pin.Packet, s.c.Tag))
 }
 
 // unanswered ends an answer's trace that caught nothing.

@@ -83,6 +83,9 @@ func Trace(ctx context.Context, spec TraceSpec) (Outcome, error) {
 		return Outcome{ExitCode: ExitSetup}, setupErr("%w", err)
 	}
 	s.timed("source port")
+	if up != nil && up.local != nil {
+		return s.traceThroughKernel(ctx, spec, up, ps, pkt)
+	}
 	if up != nil {
 		if err := s.throughUplink(ctx, up, src, pkt); err != nil {
 			return Outcome{ExitCode: ExitSetup}, setupErr("%w", err)

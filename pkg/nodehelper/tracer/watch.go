@@ -218,7 +218,7 @@ func (w *watcher) observed(ctx context.Context, pin openflow.PacketIn, hop, cand
 func (w *watcher) hopVerdict(i int, pin openflow.PacketIn) Verdict {
 	v := Verdict{Action: report.ActionForwarded}
 	if i == w.final {
-		v = w.verdict
+		v = w.ownAddress(pin)
 	}
 	if v.Port != nil && v.Port.IsTunnel() && v.TunnelDst == "" && pin.Metadata.TunDst.IsValid() {
 		// remote_ip=flow: the pipeline set tun_dst before this hop, and
@@ -227,6 +227,26 @@ func (w *watcher) hopVerdict(i int, pin openflow.PacketIn) Verdict {
 		w.verdict = v
 	}
 	return v
+}
+
+// ownAddress is the final hop's verdict for the packet pin shows there.
+// goal judged a delivery to the node's own address (ToOwnAddress) by the
+// destination the packet entered with; a pipeline that translated it on
+// the way (an answer un-SNATed back to an address outside, after Antrea
+// SNATed a NodePort's probe to its gateway's) sends it on to another
+// address, which the real packet carries: judged by that one.
+func (w *watcher) ownAddress(pin openflow.PacketIn) Verdict {
+	sum, err := probe.Decode(pin.Packet)
+	if err != nil || !sum.DstIP.IsValid() || !w.dst.IsValid() || sum.DstIP == w.dst {
+		return w.verdict
+	}
+	_, raw := Final(w.p.t, w.s.br)
+	v := ToOwnAddress(raw, sum.DstIP, w.s.hostAddrs)
+	if v.Action != w.verdict.Action {
+		w.s.c.Logf("the packet leaves for %s, not %s, which it entered with: %s, not %s", sum.DstIP, w.dst, v.Action, w.verdict.Action)
+		w.verdict = v
+	}
+	return w.verdict
 }
 
 // conclude ends a watch whose last hop reported, or whose path closed

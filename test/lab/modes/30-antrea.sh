@@ -186,7 +186,7 @@ serviceCIDR: $SVC_RANGE
 apiPort: $ANTREA_AGENT_PORT
 nodePortLocal: {enable: false}
 multicast: {enable: false}
-antreaProxy: {enable: true, proxyAll: false}
+antreaProxy: {enable: true, proxyAll: true}
 EOF
   start "$n-antrea-agent" "$n" env NODE_NAME="$n" POD_NAME="antrea-agent-$n" POD_NAMESPACE=kube-system \
     "$ANTREA_DIR/antrea-agent" --config="$nd/antrea-agent.conf"
