@@ -30,7 +30,7 @@ func TestDestinationTranslated(t *testing.T) {
 	}{
 		"to Antrea's NodePort address, the port kept": {reply: back("169.254.0.252", 31241), want: true},
 		"to an endpoint's port, the address kept":     {reply: back("10.89.0.11", 8080), want: true},
-		"untranslated":                                {reply: back("10.89.0.11", 31241)},
+		"untranslated": {reply: back("10.89.0.11", 31241)},
 	} {
 		t.Run(name, func(t *testing.T) {
 			e := ctEntry{Orig: orig, Reply: tc.reply}
