@@ -29,8 +29,20 @@ import (
 // answer back out through the node's uplink, refused the node's own
 // answer, a Service without endpoints rejected where the gateway router
 // rejects it.
+//
+// The endpoint (b, on node 2, serving TCP 80 and 8080 and UDP 5000) is the
+// test's own, in a namespace of its own: Antrea v2.3.2 keeps one hairpin
+// flow per local endpoint address (SNATMark, nw_src=nw_dst=EP) but counts
+// an endpoint's references by address, port and protocol, so deleting a
+// Service whose port is the endpoint's only user removes the hairpin flow
+// every other Service of that pod needs, for good (measured: the shared
+// fixture's b could no longer reach itself through svc/web, and both its
+// real traffic and the trace said so).
 func TestOutsideToNodePortAndExternalIP(t *testing.T) {
-	f := getTraceFixture(t)
+	requireLab(t)
+	ns := namespace(t, "outside")
+	apply(t, podSpec(ns, "b", labNodes[1].name, map[string]string{"app": "web"}))
+	waitPods(t, ns, "b")
 	const extIP, lbIP = "10.89.0.50", "10.89.0.60"
 	apply(t, fmt.Sprintf(`apiVersion: v1
 kind: Service
@@ -49,7 +61,7 @@ spec:
   selector: {app: nothing-selects-this}
   ports: [{port: 80, targetPort: 80}]
 ---
-`, f.ns, extIP))
+`, ns, extIP))
 	// A LoadBalancer's address is what a cloud's controller writes in its
 	// status; the lab has none, so the test writes it (10.89.0.60).
 	apply(t, fmt.Sprintf(`apiVersion: v1
@@ -60,17 +72,17 @@ spec:
   selector: {app: web}
   ports: [{port: 8080, targetPort: 8080}]
 ---
-`, f.ns))
+`, ns))
 	// Another Service with the same externalIP makes ovnkube fail the
 	// newer one whole (its nftables map refuses the duplicate element,
 	// "File exists"), NodePorts included: none is left for a rerun.
 	t.Cleanup(func() {
-		_, _ = kubectl(context.Background(), "delete", "service", "-n", f.ns, "outside-web", "outside-empty", "outside-lb", "--wait=false")
+		_, _ = kubectl(context.Background(), "delete", "service", "-n", ns, "outside-web", "outside-empty", "outside-lb", "--wait=false")
 	})
-	mustKubectl(t, "patch", "service", "-n", f.ns, "outside-lb", "--subresource=status", "--type=merge",
+	mustKubectl(t, "patch", "service", "-n", ns, "outside-lb", "--subresource=status", "--type=merge",
 		"-p", `{"status":{"loadBalancer":{"ingress":[{"ip":"`+lbIP+`"}]}}}`)
-	web, echo := nodePort(t, f.ns, "outside-web", 0), nodePort(t, f.ns, "outside-web", 1)
-	empty := nodePort(t, f.ns, "outside-empty", 0)
+	web, echo := nodePort(t, ns, "outside-web", 0), nodePort(t, ns, "outside-web", 1)
+	empty := nodePort(t, ns, "outside-empty", 0)
 	// The lab's host reaches the externalIP through node 1's uplink.
 	hostRoute(t, extIP, labNodes[0].ip)
 	hostRoute(t, lbIP, labNodes[1].ip)
@@ -128,7 +140,7 @@ spec:
 			}
 		})
 	}
-	t.Run("check suite", func(t *testing.T) { checkSuiteBeyondPods(t, f.ns, web, empty, lbIP) })
+	t.Run("check suite", func(t *testing.T) { checkSuiteBeyondPods(t, ns, web, empty, lbIP) })
 	assertNothingLeft(t)
 }
 
