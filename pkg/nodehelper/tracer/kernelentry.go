@@ -20,9 +20,10 @@ import (
 // NIC is an OVS bridge) hands a packet from outside to its own network
 // stack, whose rules decide what happens next: Antrea's proxy with
 // proxyAll DNATs a NodePort's packet (iptables, ipset ANTREA-NODEPORT-IP)
-// to its virtual address and routes it into OVS through antrea-gw0; a
-// kube-proxy's rules do the same for their own dataplane; with no rule
-// the node answers or drops it itself.
+// to its virtual address and routes it into OVS through antrea-gw0
+// (an externalIP is routed there untranslated); a kube-proxy's iptables
+// DNAT it to an endpoint; with no rule the node answers or drops it
+// itself.
 //
 // No prediction can say which: the helper sends the real probe into the
 // uplink bridge from its uplink, as the outside's packet arrives, so that

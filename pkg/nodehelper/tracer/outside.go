@@ -30,11 +30,12 @@ import (
 // leaves the uplink bridge. The uplink bridge's hop is OVS's prediction
 // (reported as inferred); everything after it is observed.
 //
-// Where the node's route to the source is not through such a bridge, or
-// the bridge hands the probe to the node's kernel (no NodePort flow: a
-// kube-proxy's iptables or nothing takes it there), the probe would not
-// enter the pipeline the helper watches: the helper says so and injects
-// nothing.
+// A bridge with no patch port into the integration bridge hands the
+// outside's packets for the node to the node's own stack: the probe is
+// sent through it (kernelentry.go). Where the node's route to the source
+// is not through such a bridge, or a bridge with a patch port hands the
+// probe to the node's kernel instead (no NodePort flow for it), the
+// helper says so and injects nothing.
 
 // uplink is where the outside's packets enter: the uplink bridge, its port
 // to the outside, and the uplink bridge's hops of the probe. local is set
