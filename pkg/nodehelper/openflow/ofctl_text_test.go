@@ -51,6 +51,11 @@ func TestIntegrationFlowsAsOfctlText(t *testing.T) {
 			NewFlow(3, 0, 0xffff, 0x7466000000000001, 10, catch, append(pause, ResubmitAction(0)...)),
 			"ADD priority=65535,ipv6,in_port=100,nw_tos=132 cookie:0x7466000000000001 hard:10 actions=controller(id=7,userdata=09,pause),resubmit(,0)",
 		},
+		"copy of the answer leaving the node's stack": {
+			NewFlow(14, 0, 0xffff, 0x7466000000000000, 10, append(append(InPortField(0xfffffffe), EthTypeField(0x800)...), append(DSCPField(9), XReg7BitClearField(9)...)...),
+				append(append(append([]byte(nil), ctl...), SetFieldAction(XReg7BitSetField(9))...), ResubmitAction(0)...)),
+			"ADD priority=65535,ip,reg15=0/0x200,in_port=LOCAL,nw_tos=36 cookie:0x7466000000000000 hard:10 actions=controller(id=4660,userdata=01.02.03),set_field:0x200/0x200->xreg7,resubmit(,0)",
+		},
 		"delete by cookie": {mustMsg(DeleteByCookie(4, 0x7466000000000100, 0xffffffffffffff00)),
 			"DEL table:255 priority=1000 cookie:0x7466000000000100/0xffffffffffffff00 actions=drop"},
 		"packet-out":    {mustMsg(PacketOut(5, 3, make([]byte, 60))), "in_port=3 actions=TABLE data_len=60"},

@@ -260,6 +260,14 @@ func XReg7BitClearField(bit uint8) []byte {
 		Value: make([]byte, 8), Mask: binary.BigEndian.AppendUint64(nil, 1<<(bit&63))})
 }
 
+// XReg7BitSetField is OXM_OF_PKT_REG7 with only the given bit set, under
+// a mask of that bit: as a set_field, it sets that bit and leaves the
+// rest of the register alone.
+func XReg7BitSetField(bit uint8) []byte {
+	b := binary.BigEndian.AppendUint64(nil, 1<<(bit&63))
+	return encodeOXM(OXMField{Class: classPacketRegs, Field: 7, HasMask: true, Value: b, Mask: b})
+}
+
 // PktMarkField is NXM_NX_PKT_MARK.
 func PktMarkField(mark uint32) []byte {
 	return oxm(classNXM1, 33, binary.BigEndian.AppendUint32(nil, mark))

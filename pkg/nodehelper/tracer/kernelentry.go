@@ -55,7 +55,7 @@ func (s *session) traceThroughKernel(ctx context.Context, spec TraceSpec, up *up
 	} else {
 		s.kernel = k
 	}
-	reply, err := s.armReply(ctx, spec, ps)
+	reply, err := s.armReply(ctx, spec, ps, up)
 	if err != nil {
 		return reply.after(Outcome{ExitCode: ExitSetup}, err)
 	}

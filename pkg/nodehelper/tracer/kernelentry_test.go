@@ -133,3 +133,48 @@ func macOf(t *testing.T, s string) net.HardwareAddr {
 	}
 	return m
 }
+
+// The answer's hop into the node's stack is not the end of its way back
+// where the uplink bridge it leaves by is watched: forwarded, and the
+// watch goes on until its copy comes from that bridge. Without the watch,
+// or for a hop that does not go into the node's stack, nothing changes.
+func TestAnswerIntoTheStackIsNotItsEnd(t *testing.T) {
+	br := ovsNode()
+	gw := Verdict{Action: report.ActionForwardedOutOfNetwork, Port: br.ByOfport("gw0")}
+	tunnel := Verdict{Action: report.ActionForwarded, Port: br.ByOfport("tun0")}
+	for name, tc := range map[string]struct {
+		stack       bool
+		v           Verdict
+		want        report.Action
+		wantWaiting bool
+	}{
+		"into the node's stack, its exit watched":      {stack: true, v: gw, want: report.ActionForwarded, wantWaiting: true},
+		"into the node's stack, no exit watched":       {v: gw, want: report.ActionForwardedOutOfNetwork},
+		"into a tunnel, the exit watched all the same": {stack: true, v: tunnel, want: report.ActionForwarded},
+	} {
+		t.Run(name, func(t *testing.T) {
+			s := &session{br: br}
+			if tc.stack {
+				s.stack = &stackExit{}
+			}
+			w := &watcher{s: s, p: &path{t: ofproto.Trace{Hops: []ofproto.Hop{{}}}, observed: []bool{true}}, last: 0}
+			o := report.Observation{Action: tc.v.Action}
+			w.intoStack(&o, tc.v)
+			if o.Action != tc.want {
+				t.Errorf("reported %s, want %s", o.Action, tc.want)
+			}
+			if got := s.stack != nil && s.stack.waiting; got != tc.wantWaiting {
+				t.Errorf("waiting for the uplink bridge's copy: %v, want %v", got, tc.wantWaiting)
+			}
+			if w.watching() != tc.wantWaiting {
+				t.Errorf("watching %v after the last hop reported, want %v", w.watching(), tc.wantWaiting)
+			}
+			if tc.wantWaiting {
+				s.stack.seen = true
+				if w.watching() {
+					t.Error("still watching once the copy came")
+				}
+			}
+		})
+	}
+}

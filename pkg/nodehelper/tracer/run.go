@@ -156,6 +156,10 @@ type session struct {
 	// cleanup.
 	kernel     *kernelCT
 	kernelConn *ctTuple
+	// stack watches the uplink bridge an answer leaves by after the
+	// node's stack (stackexit.go), on the answer's trace of a probe
+	// that came in through it.
+	stack *stackExit
 	// catches holds the answer's catch keys the trace took (catchkeys.go),
 	// let go at cleanup.
 	catches heldCatches
@@ -331,6 +335,7 @@ func (s *session) cleanup() {
 	s.wanted = nil
 	s.stopRules()
 	s.forgetKernelConn()
+	s.closeStackExit()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	msg, err := openflow.DeleteByCookie(s.of.NextXid(), s.cookie, cookieMask)

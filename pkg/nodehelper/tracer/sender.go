@@ -107,7 +107,7 @@ func Trace(ctx context.Context, spec TraceSpec) (Outcome, error) {
 		ethType = 0x86dd
 	}
 	p := &path{t: t, ethType: ethType}
-	reply, err := s.armReply(ctx, spec, ps)
+	reply, err := s.armReply(ctx, spec, ps, nil)
 	if err != nil {
 		return reply.after(Outcome{ExitCode: ExitSetup}, err)
 	}
@@ -133,8 +133,10 @@ func Trace(ctx context.Context, spec TraceSpec) (Outcome, error) {
 
 // armReply opens the catch for the destination's answer when the trace
 // follows it (a reply tag), and returns nil otherwise. A nil ReplyRun's
-// after passes its outcome through, so callers use it either way.
-func (s *session) armReply(ctx context.Context, spec TraceSpec, ps probe.Spec) (*ReplyRun, error) {
+// after passes its outcome through, so callers use it either way. Where
+// the probe came in through the node's own stack (stack), the answer's
+// way out of it is watched too (stackexit.go).
+func (s *session) armReply(ctx context.Context, spec TraceSpec, ps probe.Spec, stack *uplink) (*ReplyRun, error) {
 	if s.c.ReplyTag == 0 {
 		return nil, nil
 	}
@@ -143,6 +145,11 @@ func (s *session) armReply(ctx context.Context, spec TraceSpec, ps probe.Spec) (
 		return nil, err
 	}
 	reply.sender = true
+	if stack != nil {
+		if err := reply.s.watchStackExit(ctx, stack); err != nil {
+			return reply, setupErr("watch %s for the answer: %w", stack.bridge.Name, err)
+		}
+	}
 	to := ps.Reply()
 	// From outside, the gateway router may translate the probe's
 	// source (a NodePort's SNAT): its answer is known by its ports.

@@ -30,6 +30,10 @@ func (s *session) watch(ctx context.Context, role report.Role, p *path, dst neti
 			if out, err := w.packetIn(ctx, pin); err != nil {
 				return out, err
 			}
+		case pin := <-s.stackPins():
+			if err := w.leftStack(ctx, pin); err != nil {
+				return Outcome{}, err
+			}
 		case fr := <-s.flowRemoved():
 			// Another client deleted flows of the trace: put them back.
 			// Should the probe have passed meanwhile, its reports stop
@@ -38,6 +42,9 @@ func (s *session) watch(ctx context.Context, role report.Role, p *path, dst neti
 				return Outcome{ExitCode: ExitSetup}, setupErr("%w", err)
 			}
 		case <-deadline.C:
+			if st := s.stack; st != nil && st.waiting {
+				return s.finish(w.res, p, ExitTimeout, fmt.Sprintf("the answer went into the node's own stack and did not come out of %s's own port %s within %s: the node's kernel dropped it or sent it elsewhere", st.up.bridge.Name, st.up.local.Name, s.c.Timeout))
+			}
 			return s.finish(w.res, p, ExitTimeout, fmt.Sprintf(
 				"the probe was not seen past hop %d within %s; OVS's trace predicted %d hops: the real packet left the predicted path (conntrack state, a group bucket) or never arrived",
 				lastTrue(p.observed), s.c.Timeout, len(p.t.Hops)))
@@ -70,6 +77,9 @@ type watcher struct {
 // watching reports whether the watch goes on: the hop that ends it has not
 // reported yet, or there is none while the path is still open.
 func (w *watcher) watching() bool {
+	if st := w.s.stack; st != nil && st.waiting && !st.seen {
+		return true
+	}
 	return (w.last < 0 || !w.p.observed[w.last]) && (w.last >= 0 || w.p.open)
 }
 
@@ -201,6 +211,7 @@ func (w *watcher) observed(ctx context.Context, pin openflow.PacketIn, hop, cand
 	}
 	if i == w.final && intoKernel(v) {
 		w.kernelNote = s.kernelTranslation(&o, pin.Packet)
+		w.intoStack(&o, v)
 	}
 	hr := HopReport(i, h, s.names, true)
 	if sibs := p.siblings[hop]; cand < len(sibs) {
