@@ -33,8 +33,9 @@ type stackExit struct {
 	up *uplink
 	of *openflow.Session
 	// waiting: the answer went into the node's stack and its copy from
-	// the uplink bridge has not come yet; seen: it has.
-	waiting, seen bool
+	// the uplink bridge has not come yet; seen: it has. closed: the
+	// connection ended, and nothing more can come.
+	waiting, seen, closed bool
 }
 
 // watchStackExit installs the uplink bridge's flows that take a copy of
@@ -69,7 +70,7 @@ func (s *session) watchStackExit(ctx context.Context, up *uplink) error {
 // stackPins is the uplink bridge's packet-ins, nil where it is not
 // watched (a nil channel never delivers).
 func (s *session) stackPins() <-chan openflow.PacketIn {
-	if s.stack == nil || s.stack.seen {
+	if s.stack == nil || s.stack.seen || s.stack.closed {
 		return nil
 	}
 	return s.stack.of.PacketIns()
@@ -89,10 +90,15 @@ func (w *watcher) intoStack(o *report.Observation, v Verdict) {
 // leftStack reports the answer's copy from the uplink bridge: it came out
 // of the node's stack (as the node translated it back), and where OVS's
 // trace of it sends it from there.
-func (w *watcher) leftStack(ctx context.Context, pin openflow.PacketIn) error {
+func (w *watcher) leftStack(ctx context.Context, pin openflow.PacketIn, ok bool) error {
 	s, st := w.s, w.s.stack
-	tag, _, _, _, ok := ParseUserdata(pin.Userdata)
-	if !ok || tag != s.c.Tag || !s.isProbe(pin.Packet) {
+	if !ok {
+		st.closed = true
+		s.c.Logf("the OpenFlow connection to %s closed: the answer's way out of the node's stack is not watched any more", st.up.bridge.Name)
+		return nil
+	}
+	tag, _, _, _, mine := ParseUserdata(pin.Userdata)
+	if !mine || tag != s.c.Tag || !s.isProbe(pin.Packet) {
 		s.ignored++
 		return nil
 	}

@@ -30,8 +30,8 @@ func (s *session) watch(ctx context.Context, role report.Role, p *path, dst neti
 			if out, err := w.packetIn(ctx, pin); err != nil {
 				return out, err
 			}
-		case pin := <-s.stackPins():
-			if err := w.leftStack(ctx, pin); err != nil {
+		case pin, ok := <-s.stackPins():
+			if err := w.leftStack(ctx, pin, ok); err != nil {
 				return Outcome{}, err
 			}
 		case fr := <-s.flowRemoved():
