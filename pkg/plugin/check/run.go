@@ -3,11 +3,13 @@ package check
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/exitcode"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/outcome"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/traceflow"
 )
 
 // Result is how one trace of a suite ended.
@@ -95,8 +97,16 @@ func (r *Runner) RunAll(ctx context.Context, traces []Trace) []Result {
 		r.Progress(i, res)
 	}
 	var wg sync.WaitGroup
+	queues := map[string]*sync.Mutex{}
 	for i := range traces {
 		slots := traces[i].tags(cap(sem))
+		var queue *sync.Mutex
+		if k := traces[i].answerQueue(); k != "" {
+			if queues[k] == nil {
+				queues[k] = &sync.Mutex{}
+			}
+			queue = queues[k]
+		}
 		if !acquire(ctx, sem, slots) {
 			now := r.Now()
 			results[i] = Result{Ended: outcome.Ended{Verdict: outcome.Incomplete}, Code: exitcode.Timeout, Started: now, Done: now,
@@ -112,6 +122,10 @@ func (r *Runner) RunAll(ctx context.Context, traces []Trace) []Result {
 					<-sem
 				}
 			}()
+			if queue != nil {
+				queue.Lock()
+				defer queue.Unlock()
+			}
 			report(i, nil)
 			res := r.Run(ctx, traces[i])
 			results[i] = res
@@ -143,6 +157,26 @@ func (t Trace) tags(parallel int) int {
 		return min(2, max(parallel, 1))
 	}
 	return 1
+}
+
+// answerQueue names the queue a round trip waits in, "" for none. The
+// answers to UDP probes and pings (an ICMP port unreachable, an echo
+// reply) are caught by their source address and kind alone: OpenFlow
+// cannot match the echo's identifier or the probe an ICMP error quotes.
+// Two such round trips from one source at once contend for one catch on
+// each node (the helpers' catch keys), and the one that waits longest goes
+// on without it and cannot say what came back. So they run one at a time
+// per source; the others, and TCP round trips (caught by their own source
+// port), run beside them.
+func (t Trace) answerQueue() string {
+	if !t.Case.RoundTrip || t.Result == nil || (t.Result.Protocol != traceflow.UDP && t.Result.Protocol != traceflow.ICMP) {
+		return ""
+	}
+	src := t.Result.Source
+	if src.IP.IsValid() {
+		return src.IP.String()
+	}
+	return fmt.Sprintf("%s %s/%s on %s", src.Kind, src.Namespace, src.Name, src.Node)
 }
 
 // Code is the exit code of a whole run: 0 when every trace met its

@@ -1,0 +1,123 @@
+package check
+
+import (
+	"context"
+	"net/netip"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/outcome"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/resolve"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/traceflow"
+)
+
+// Round trips whose answers are caught by source address and kind alone
+// (UDP, ICMP) run one at a time per source; TCP round trips, one-way
+// traces and other sources' run beside them. Enough slots for all: only
+// the queues hold traces back.
+func TestRoundTripsWithICMPAnswersQueueBySource(t *testing.T) {
+	trace := func(src string, proto traceflow.Protocol, roundTrip bool) Trace {
+		return Trace{Case: Case{RoundTrip: roundTrip},
+			Result: &resolve.Result{Source: resolve.Endpoint{Kind: resolve.KindPod, IP: netip.MustParseAddr(src)}, Protocol: proto}}
+	}
+	a, b := "10.244.1.2", "10.244.1.3"
+	traces := []Trace{
+		trace(a, traceflow.UDP, true), trace(a, traceflow.ICMP, true), trace(a, traceflow.UDP, true), trace(a, traceflow.ICMP, true),
+		trace(a, traceflow.TCP, true), trace(a, traceflow.TCP, true), trace(a, traceflow.TCP, true),
+		trace(b, traceflow.UDP, true), trace(b, traceflow.UDP, true),
+		trace(a, traceflow.UDP, false),
+	}
+	for i := range traces {
+		traces[i].Name = strconv.Itoa(i)
+	}
+	var mu sync.Mutex
+	inQueue := map[string]int{}
+	entered := make(chan string)
+	release := map[string]chan struct{}{}
+	for _, tr := range traces {
+		release[tr.Name] = make(chan struct{})
+	}
+	r := &Runner{Parallel: 2 * len(traces), Now: time.Now, Run: func(_ context.Context, tr Trace) Result {
+		q := tr.answerQueue()
+		mu.Lock()
+		if q != "" {
+			inQueue[q]++
+			if inQueue[q] > 1 {
+				t.Errorf("trace %s runs while another round trip from %s with ICMP answers does", tr.Name, q)
+			}
+		}
+		mu.Unlock()
+		entered <- tr.Name
+		<-release[tr.Name]
+		mu.Lock()
+		if q != "" {
+			inQueue[q]--
+		}
+		mu.Unlock()
+		return Result{Ended: outcome.Ended{Verdict: outcome.Verdict(tr.Name)}}
+	}}
+	done := make(chan []Result, 1)
+	go func() { done <- r.RunAll(context.Background(), traces) }()
+	next := func() Trace {
+		select {
+		case name := <-entered:
+			n, _ := strconv.Atoi(name)
+			return traces[n]
+		case <-time.After(time.Minute): // ends a hung wait only
+			t.Fatal("no trace started: the runner holds back more than the queues do")
+		}
+		return Trace{}
+	}
+	// At once: one queued from a, one from b, the three TCP round trips
+	// and the one-way trace.
+	var queued []Trace
+	for range 6 {
+		if tr := next(); tr.answerQueue() != "" {
+			queued = append(queued, tr)
+		} else {
+			close(release[tr.Name])
+		}
+	}
+	if len(queued) != 2 || queued[0].answerQueue() == queued[1].answerQueue() {
+		t.Fatalf("first wave: %d queued round trips, want one from each source", len(queued))
+	}
+	// Each queued one that ends lets the next from its own source start,
+	// and nothing else: 3 more from a, 1 from b.
+	remaining := map[string]int{a: 3, b: 1}
+	for len(queued) > 0 {
+		q := queued[0].answerQueue()
+		close(release[queued[0].Name])
+		queued = queued[1:]
+		if remaining[q] > 0 {
+			remaining[q]--
+			tr := next()
+			if tr.answerQueue() != q {
+				t.Errorf("trace %s (queue %q) started when a round trip from %s ended", tr.Name, tr.answerQueue(), q)
+			}
+			queued = append(queued, tr)
+		}
+	}
+	rs := <-done
+	for i, res := range rs {
+		if string(res.Verdict) != traces[i].Name {
+			t.Errorf("result %d is %q", i, res.Verdict)
+		}
+	}
+	for _, tc := range []struct {
+		tr   Trace
+		want string
+	}{
+		{trace(a, traceflow.UDP, true), a},
+		{trace(a, traceflow.ICMP, true), a},
+		{trace(a, traceflow.TCP, true), ""},
+		{trace(a, traceflow.UDP, false), ""},
+		{Trace{Case: Case{RoundTrip: true}, Result: &resolve.Result{Protocol: traceflow.UDP,
+			Source: resolve.Endpoint{Kind: resolve.KindNode, Name: "tf-node-1", Node: "tf-node-1"}}}, "node /tf-node-1 on tf-node-1"},
+	} {
+		if got := tc.tr.answerQueue(); got != tc.want {
+			t.Errorf("queue of %+v: %q, want %q", tc.tr.Result, got, tc.want)
+		}
+	}
+}
