@@ -76,11 +76,7 @@ func (s *session) traceThroughKernel(ctx context.Context, spec TraceSpec, up *up
 	if err := s.injectUplink(ctx, up, pkt); err != nil {
 		return reply.after(Outcome{ExitCode: ExitSetup}, err)
 	}
-	nat, err := s.kernelHandling(orig)
-	if err != nil {
-		return reply.after(Outcome{ExitCode: ExitSetup}, err)
-	}
-	pin, ok, err := s.waitCatch(ctx, catch)
+	pin, nat, ok, err := s.fromStack(ctx, catch, orig)
 	if err != nil {
 		return reply.after(Outcome{ExitCode: ExitSetup}, err)
 	}
@@ -88,8 +84,12 @@ func (s *session) traceThroughKernel(ctx context.Context, spec TraceSpec, up *up
 		return reply.after(Outcome{ExitCode: ExitSetup}, setupErr("the probe went into the node's own stack through %s and nothing with its tag came into %s within %s%s: the kernel kept it, dropped it or sent it elsewhere, out of OVS's sight",
 			up.local.Name, s.br.Name, s.c.Timeout, nat.explain()))
 	}
+	how := nat.explain()
+	if at, ok := frameTuple(pin.Packet); ok && !nat.translated && at.Dst == orig.Dst && at.DstPort == orig.DstPort {
+		how = fmt.Sprintf(", its destination %s unchanged%s", orig.Dst, how)
+	}
 	kernel := report.Observation{Component: report.ComponentForwarding, Action: report.ActionForwarded,
-		ComponentInfo: fmt.Sprintf("the node's kernel, from %s into %s through %s%s", up.local.Name, s.br.Name, portName(s, pin.Metadata.InPort), nat.explain())}
+		ComponentInfo: fmt.Sprintf("the node's kernel, from %s into %s through %s%s", up.local.Name, s.br.Name, portName(s, pin.Metadata.InPort), how)}
 	if nat.translated {
 		kernel.TranslatedDstIP = nat.to.Addr().String()
 	}
@@ -166,6 +166,34 @@ func (s *session) injectUplink(ctx context.Context, up *uplink, pkt []byte) erro
 	return nil
 }
 
+// fromStack waits for the probe to come into the integration bridge from
+// the node's stack, and reads what the kernel did to it. A probe that
+// comes back does so within moments, its connection (if the kernel tracks
+// it) made by then; one that has not after kernelConnWait is looked for in
+// the kernel's connections: kept for the node itself, it ends the wait.
+// The probe stays paused in OVS while the kernel's connections are read.
+func (s *session) fromStack(ctx context.Context, catch Plan, orig ctTuple) (openflow.PacketIn, kernelNAT, bool, error) {
+	pin, ok, err := s.waitCatchWithin(ctx, catch, kernelConnWait)
+	if err != nil {
+		return pin, kernelNAT{}, false, err
+	}
+	if ok {
+		nat, _ := s.kernelHandling(orig, time.Now().Add(kernelEventWait))
+		return pin, nat, true, nil
+	}
+	nat, err := s.kernelHandling(orig, time.Now().Add(kernelEventWait))
+	if err != nil {
+		return pin, nat, false, err
+	}
+	pin, ok, err = s.waitCatchWithin(ctx, catch, s.c.Timeout-kernelConnWait)
+	return pin, nat, ok, err
+}
+
+// kernelEventWait bounds the read of the kernel's announcement of the
+// probe's connection once the probe has passed the kernel: made by then,
+// the announcement waits in the socket already.
+const kernelEventWait = 50 * time.Millisecond
+
 // kernelNAT is what the node's connection tracking says the kernel did to
 // the probe.
 type kernelNAT struct {
@@ -188,14 +216,14 @@ func (n kernelNAT) explain() string {
 }
 
 // kernelHandling reads the connection the node's kernel made for the
-// probe. A connection with no destination translation is the kernel's
+// probe, waiting until deadline for the kernel to announce it. A connection with no destination translation is the kernel's
 // own: the probe is for the node itself, and does not come back into OVS
 // as a packet for the pipeline to follow; that ends the trace.
-func (s *session) kernelHandling(orig ctTuple) (kernelNAT, error) {
+func (s *session) kernelHandling(orig ctTuple, deadline time.Time) (kernelNAT, error) {
 	if s.kernel == nil {
 		return kernelNAT{}, nil
 	}
-	e, made, err := s.kernel.probeConn(orig, time.Now().Add(kernelConnWait))
+	e, made, err := s.kernel.probeConn(orig, deadline)
 	if err != nil {
 		s.c.Logf("the node's kernel: no tracked connection for the probe (%s): %v", orig, err)
 		return kernelNAT{}, nil

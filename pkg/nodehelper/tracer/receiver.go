@@ -118,7 +118,12 @@ func (s *session) follow(ctx context.Context, role report.Role, pin openflow.Pac
 }
 
 func (s *session) waitCatch(ctx context.Context, catch Plan) (openflow.PacketIn, bool, error) {
-	timer := newTimer(s.c.Timeout)
+	return s.waitCatchWithin(ctx, catch, s.c.Timeout)
+}
+
+// waitCatchWithin is waitCatch for at most d.
+func (s *session) waitCatchWithin(ctx context.Context, catch Plan, d time.Duration) (openflow.PacketIn, bool, error) {
+	timer := newTimer(d)
 	defer timer.Stop()
 	for {
 		select {
