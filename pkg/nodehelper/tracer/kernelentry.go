@@ -105,13 +105,9 @@ func (s *session) traceThroughKernel(ctx context.Context, spec TraceSpec, up *up
 // bridge from its uplink and says whether the bridge hands it, unchanged,
 // to its own port, the node's stack, and nowhere else.
 func (s *session) intoNodeStack(ctx context.Context, up *uplink, pkt []byte) error {
-	f, err := probe.TraceFlow(pkt)
+	t, err := s.traceFromUplink(ctx, up, pkt)
 	if err != nil {
 		return err
-	}
-	t, err := s.ovs.Trace(ctx, up.bridge.Name, fmt.Sprintf("in_port=%d,", up.port.Ofport)+f, nil)
-	if err != nil {
-		return fmt.Errorf("ask OVS for its trace of the probe on %s: %w", up.bridge.Name, err)
 	}
 	up.hops = t.Hops
 	fate := ofproto.ParseDatapathActions(t.DatapathActions)
@@ -138,11 +134,7 @@ func (s *session) intoNodeStack(ctx context.Context, up *uplink, pkt []byte) err
 func (up *uplink) intoStack() (report.Observation, *report.Hop) {
 	o := report.Observation{Component: report.ComponentForwarding, Action: report.ActionForwarded, Inferred: true,
 		ComponentInfo: fmt.Sprintf("%s, from its uplink %s to the node's own stack (%s)", up.bridge.Name, up.port.Name, up.local.Name)}
-	if len(up.hops) == 0 {
-		return o, nil
-	}
-	h := up.hops[len(up.hops)-1]
-	return o, &report.Hop{Table: h.Table, Flow: h.Match, Priority: h.Priority, Cookie: fmt.Sprintf("%#x", h.Cookie), Actions: h.Actions, NoMatch: h.NoMatch}
+	return o, otherBridgeHop(up.hops)
 }
 
 // injectUplink sends the probe into the uplink bridge as if it arrived on

@@ -145,13 +145,9 @@ func arpTableMAC(ip netip.Addr, dev string) net.HardwareAddr {
 // integration bridge (through the patch port whose peer is in): only then
 // does the probe go on from in.
 func (s *session) throughUplink(ctx context.Context, up *uplink, in *ovsdb.Port, pkt []byte) error {
-	f, err := probe.TraceFlow(pkt)
+	t, err := s.traceFromUplink(ctx, up, pkt)
 	if err != nil {
 		return err
-	}
-	t, err := s.ovs.Trace(ctx, up.bridge.Name, fmt.Sprintf("in_port=%d,", up.port.Ofport)+f, nil)
-	if err != nil {
-		return fmt.Errorf("ask OVS for its trace of the probe on %s: %w", up.bridge.Name, err)
 	}
 	patch := ""
 	for _, p := range up.bridge.Ports {
@@ -175,6 +171,20 @@ func (s *session) throughUplink(ctx context.Context, up *uplink, in *ovsdb.Port,
 	}
 	return fmt.Errorf("OVS's trace of the probe on %s, from its uplink %s, does not send it into %s (datapath actions %q, last %s): the packet goes to the node's own kernel or out again, not into the pipeline this helper watches, so it is not injected",
 		up.bridge.Name, up.port.Name, s.br.Name, t.DatapathActions, last)
+}
+
+// traceFromUplink asks OVS for its trace of the probe entering the uplink
+// bridge from its uplink.
+func (s *session) traceFromUplink(ctx context.Context, up *uplink, pkt []byte) (ofproto.Trace, error) {
+	f, err := probe.TraceFlow(pkt)
+	if err != nil {
+		return ofproto.Trace{}, err
+	}
+	t, err := s.ovs.Trace(ctx, up.bridge.Name, fmt.Sprintf("in_port=%d,", up.port.Ofport)+f, nil)
+	if err != nil {
+		return t, fmt.Errorf("ask OVS for its trace of the probe on %s: %w", up.bridge.Name, err)
+	}
+	return t, nil
 }
 
 // rewrite is the first of the uplink bridge's actions on the probe that
@@ -227,9 +237,15 @@ func leftAtPatch(field string) bool {
 func (up *uplink) entry(in *ovsdb.Port) (report.Observation, *report.Hop) {
 	o := report.Observation{Component: report.ComponentForwarding, Action: report.ActionForwarded, Inferred: true,
 		ComponentInfo: fmt.Sprintf("%s, from its uplink %s into %s", up.bridge.Name, up.port.Name, in.Name)}
-	if len(up.hops) == 0 {
-		return o, nil
+	return o, otherBridgeHop(up.hops)
+}
+
+// otherBridgeHop is the report of the last of hops (OVS's trace of another
+// bridge), nil for none.
+func otherBridgeHop(hops []ofproto.Hop) *report.Hop {
+	if len(hops) == 0 {
+		return nil
 	}
-	h := up.hops[len(up.hops)-1]
-	return o, &report.Hop{Table: h.Table, Flow: h.Match, Priority: h.Priority, Cookie: fmt.Sprintf("%#x", h.Cookie), Actions: h.Actions, NoMatch: h.NoMatch}
+	h := hops[len(hops)-1]
+	return &report.Hop{Table: h.Table, Flow: h.Match, Priority: h.Priority, Cookie: fmt.Sprintf("%#x", h.Cookie), Actions: h.Actions, NoMatch: h.NoMatch}
 }

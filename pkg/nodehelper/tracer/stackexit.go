@@ -134,11 +134,7 @@ func (s *session) stackOutput(ctx context.Context, st *stackExit, frame []byte) 
 		return Verdict{Action: report.ActionForwardedOutOfNetwork, PortName: st.up.bridge.Name,
 			Reason: fmt.Sprintf("where it goes from there is not known (OVS's trace of it: %v)", err)}, nil
 	}
-	var hop *report.Hop
-	if n := len(t.Hops); n > 0 {
-		h := t.Hops[n-1]
-		hop = &report.Hop{Table: h.Table, Flow: h.Match, Priority: h.Priority, Cookie: fmt.Sprintf("%#x", h.Cookie), Actions: h.Actions, NoMatch: h.NoMatch}
-	}
+	hop := otherBridgeHop(t.Hops)
 	fate := ofproto.ParseDatapathActions(t.DatapathActions)
 	if fate.Dropped() {
 		return Verdict{Action: report.ActionDropped, Reason: fmt.Sprintf("dropped there (datapath actions %q)", t.DatapathActions)}, hop
