@@ -47,6 +47,11 @@ func interfaceAddrs(port string) []netip.Addr {
 	if err != nil {
 		return nil
 	}
+	return netAddrs(list)
+}
+
+// netAddrs are the IP addresses of an interface address list.
+func netAddrs(list []net.Addr) []netip.Addr {
 	var out []netip.Addr
 	for _, a := range list {
 		if n, ok := a.(*net.IPNet); ok {

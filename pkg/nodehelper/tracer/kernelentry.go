@@ -6,6 +6,8 @@ import (
 	"net"
 	"net/netip"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"time"
 
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/ofproto"
@@ -89,7 +91,7 @@ func (s *session) traceThroughKernel(ctx context.Context, spec TraceSpec, up *up
 		how = fmt.Sprintf(", its destination %s unchanged%s", orig.Dst, how)
 	}
 	kernel := report.Observation{Component: report.ComponentForwarding, Action: report.ActionForwarded,
-		ComponentInfo: fmt.Sprintf("the node's kernel, from %s into %s through %s%s", up.local.Name, s.br.Name, portName(s, pin.Metadata.InPort), how)}
+		ComponentInfo: fmt.Sprintf("the node's kernel, from %s into %s through %s%s", up.local.Name, s.br.Name, inPortName(s, pin.Metadata.InPort), how)}
 	if nat.translated {
 		kernel.TranslatedDstIP = nat.to.Addr().String()
 	}
@@ -117,11 +119,10 @@ func (s *session) intoNodeStack(ctx context.Context, up *uplink, pkt []byte) err
 	if fate.Recirc || fate.Controller || len(fate.Outputs) != 1 {
 		return fmt.Errorf("OVS's trace of the probe on %s, from its uplink %s, does not hand it to the node's stack alone (datapath actions %q): where it goes is not followed", up.bridge.Name, up.port.Name, t.DatapathActions)
 	}
-	ports, err := s.ovs.DatapathPorts(ctx)
-	if err != nil {
-		return fmt.Errorf("ask OVS for its datapath ports: %w", err)
+	if t.Ports == nil {
+		return fmt.Errorf("OVS did not list its datapath ports (dpif/show): the port the trace of the probe on %s sends it to cannot be named", up.bridge.Name)
 	}
-	p, ok := ports.Lookup(up.bridge.Name, fate.Outputs[0].Port)
+	p, ok := t.Ports.Lookup(up.bridge.Name, fate.Outputs[0].Port)
 	if !ok || p.Bridge != up.bridge.Name || p.Name != up.local.Name {
 		return fmt.Errorf("OVS's trace of the probe on %s, from its uplink %s, sends it out of datapath port %d (%s), not to the bridge's own port %s where the node's address is: it does not reach this node",
 			up.bridge.Name, up.port.Name, fate.Outputs[0].Port, p.Name, up.local.Name)
@@ -237,17 +238,7 @@ func (s *session) kernelHandling(orig ctTuple, deadline time.Time) (kernelNAT, e
 // to another address is routed on, into OVS or elsewhere: the catch says.)
 func nodeHolds(addr netip.Addr) bool {
 	list, err := net.InterfaceAddrs()
-	if err != nil {
-		return false
-	}
-	for _, a := range list {
-		if n, ok := a.(*net.IPNet); ok {
-			if ip, ok := netip.AddrFromSlice(n.IP); ok && ip.Unmap() == addr.Unmap() {
-				return true
-			}
-		}
-	}
-	return false
+	return err == nil && slices.Contains(netAddrs(list), addr.Unmap())
 }
 
 // arrivalCatch is the receiver's catch: the probe's tag arriving on any
@@ -273,12 +264,10 @@ func (s *session) arrivalCatch() (Plan, error) {
 	return catch, nil
 }
 
-// portName is the name of the bridge's port ofport, or its number.
-func portName(s *session, ofport uint32) string {
-	for _, p := range s.br.Ports {
-		if p.Ofport == int(ofport) {
-			return p.Name
-		}
+// inPortName is the name of the bridge's port ofport, or its number.
+func inPortName(s *session, ofport uint32) string {
+	if p := s.br.ByOfport(strconv.FormatUint(uint64(ofport), 10)); p != nil {
+		return p.Name
 	}
 	return fmt.Sprintf("port %d", ofport)
 }

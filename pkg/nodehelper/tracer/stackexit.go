@@ -140,8 +140,8 @@ func (s *session) stackOutput(ctx context.Context, st *stackExit, frame []byte) 
 		return Verdict{Action: report.ActionDropped, Reason: fmt.Sprintf("dropped there (datapath actions %q)", t.DatapathActions)}, hop
 	}
 	name := ""
-	if ports, err := s.ovs.DatapathPorts(ctx); err == nil && len(fate.Outputs) > 0 {
-		if p, ok := ports.Lookup(st.up.bridge.Name, fate.Outputs[0].Port); ok {
+	if len(fate.Outputs) > 0 {
+		if p, ok := t.Ports.Lookup(st.up.bridge.Name, fate.Outputs[0].Port); ok {
 			name = p.Name
 		}
 	}
