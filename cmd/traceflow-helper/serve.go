@@ -57,10 +57,9 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 	bout := &batched{out: stdout}
 	defer bout.Close() //nolint:errcheck // nothing is left to tell
 	out := report.NewWriter(bout, nil)
-	// The log goes to standard output too, between the JSON lines: the
-	// plugin reads serve's output back as the container's log, where a
-	// line of standard error can land inside a long JSON line the runtime
-	// split (report.Writer.Text).
+	// The log goes to standard output too, between the JSON lines: in the
+	// container's log a line of standard error could land inside a long
+	// JSON line the runtime split (report.Writer.Text).
 	logf := func(format string, a ...any) { _ = out.Text(fmt.Sprintf(format, a...)) }
 	node := nodeName()
 	if err := out.Write(report.Line{Type: report.TypeServing, Serving: &report.Serving{Node: node, HelperVersion: version.Version}}); err != nil {
@@ -166,6 +165,8 @@ func (s *server) handle(in input) {
 		return
 	}
 	switch {
+	case c.Hello && len(c.Args) == 0 && !c.Stop:
+		s.hello()
 	case c.ID == "":
 		s.refuse("", "a command needs an id")
 	case c.Stop && len(c.Args) > 0:
@@ -177,6 +178,11 @@ func (s *server) handle(in input) {
 	default:
 		s.start(c.ID, c.Args)
 	}
+}
+
+// hello answers a hello command with a serving line.
+func (s *server) hello() {
+	_ = s.out.Write(report.Line{Type: report.TypeServing, Serving: &report.Serving{Node: nodeName(), HelperVersion: version.Version}})
 }
 
 // refuse writes the usage error line for a command that starts nothing.

@@ -161,6 +161,21 @@ func TestServeServingLineFirstAndEOFExits0(t *testing.T) {
 	}
 }
 
+// A hello is answered with a serving line like the first, before the
+// commands after it are acted on; a hello with args or stop is no hello.
+func TestServeAnswersHello(t *testing.T) {
+	t.Setenv("NODE_NAME", "node7")
+	code, lines, stderr := serveAll(t, `{"hello":true}`+"\n"+`{"hello":true,"id":"x","stop":true}`+"\n")
+	if code != 0 || len(lines) != 2 {
+		t.Fatalf("exit %d, lines %+v, want 0 and two serving lines; stderr %s", code, lines, stderr)
+	}
+	for _, l := range lines {
+		if l.Type != report.TypeServing || l.Serving.Node != "node7" || l.Serving.HelperVersion == "" || l.Trace != "" {
+			t.Errorf("line %+v (serving %+v), want a serving line", l, l.Serving)
+		}
+	}
+}
+
 // A command serve cannot act on gets one usage error line (with the
 // trace's id where it named one), and serve goes on reading commands: the
 // trace started after them runs (here to a setup error, there being no OVS).

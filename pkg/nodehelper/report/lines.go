@@ -121,6 +121,10 @@ type Command struct {
 	ID   string   `json:"id"`
 	Args []string `json:"args,omitempty"`
 	Stop bool     `json:"stop,omitempty"`
+	// Hello asks for a serving line (without trace): a reader that
+	// attached to serve's output after its first serving line learns from
+	// the answer that its output reaches it.
+	Hello bool `json:"hello,omitempty"`
 }
 
 // Serving says a serve helper has started and reads commands.

@@ -44,6 +44,15 @@ type serveCluster struct {
 	// server pod instead of starting it.
 	failPod   string
 	attachErr error
+	// logText, when set, is every server's log (one that ended before
+	// the attach).
+	logText string
+	// firstLost plays an attach that connected after the server's first
+	// serving line: only the answer to a hello, helloAfter later, says it
+	// serves; commands that come before that answer are counted in early.
+	firstLost  bool
+	helloAfter time.Duration
+	early      int
 	// together, when set, holds every sender until that many receivers
 	// were started: the traces then overlap, as a suite's do.
 	together int
@@ -90,6 +99,9 @@ func (f *serveCluster) DeletePods(_ context.Context, _, trace string) error {
 func (f *serveCluster) Logs(_ context.Context, _, pod string) (io.ReadCloser, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.logText != "" {
+		return io.NopCloser(strings.NewReader(f.logText)), nil
+	}
 	r, ok := f.readers[pod]
 	if !ok {
 		return nil, fmt.Errorf("no pod %s", pod)
@@ -110,13 +122,11 @@ func (f *serveCluster) node(pod string) string {
 
 // Attach plays the server: it serves until its standard input ends, then
 // stops what still runs and ends its log.
-func (f *serveCluster) Attach(_ context.Context, _, pod string, stdin io.Reader, _, _ io.Writer) error {
+func (f *serveCluster) Attach(_ context.Context, _, pod string, stdin io.Reader, stdout, _ io.Writer) error {
 	if f.attachErr != nil {
 		return f.attachErr
 	}
-	f.mu.Lock()
-	w := f.logs[pod]
-	f.mu.Unlock()
+	w := stdout
 	node := f.node(pod)
 	var wmu sync.Mutex
 	write := func(id string, l report.Line) {
@@ -126,7 +136,12 @@ func (f *serveCluster) Attach(_ context.Context, _, pod string, stdin io.Reader,
 		defer wmu.Unlock()
 		_, _ = w.Write(append(b, '\n'))
 	}
-	write("", report.Line{Type: report.TypeServing, Serving: &report.Serving{HelperVersion: "v-test"}})
+	serving := func() { write("", report.Line{Type: report.TypeServing, Serving: &report.Serving{HelperVersion: "v-test"}}) }
+	answered := make(chan struct{})
+	if !f.firstLost {
+		serving()
+		close(answered)
+	}
 	stops := map[string]chan struct{}{}
 	var running sync.WaitGroup
 	cleanup := func(id string) {
@@ -138,6 +153,19 @@ func (f *serveCluster) Attach(_ context.Context, _, pod string, stdin io.Reader,
 		if err := json.Unmarshal(sc.Bytes(), &c); err != nil {
 			write("", report.Line{Type: report.TypeError, Error: &report.Error{Code: "usage", Message: err.Error()}})
 			continue
+		}
+		if c.Hello {
+			if f.firstLost {
+				time.AfterFunc(f.helloAfter, func() { close(answered); serving() })
+			}
+			continue
+		}
+		select {
+		case <-answered:
+		default:
+			f.mu.Lock()
+			f.early++
+			f.mu.Unlock()
 		}
 		trace := c.ID[:strings.LastIndex(c.ID[:strings.LastIndex(c.ID, "-")], "-")]
 		f.mu.Lock()
@@ -198,7 +226,6 @@ func (f *serveCluster) Attach(_ context.Context, _, pod string, stdin io.Reader,
 	}
 	f.mu.Unlock()
 	running.Wait()
-	_ = w.Close()
 	return nil
 }
 
@@ -316,4 +343,46 @@ func TestPoolAttachRefused(t *testing.T) {
 		t.Fatalf("verdict %s (%s), %v", out.Verdict, out.Reason, err)
 	}
 	_ = pool.Close(context.Background())
+}
+
+// TestPoolServerEndedBeforeAttachSaysWhy: a server whose container ended
+// before the attach came (an image whose helper has no serve) is failed
+// with what its log says, not with a missing right.
+func TestPoolServerEndedBeforeAttachSaysWhy(t *testing.T) {
+	f := newServeCluster()
+	f.attachErr = errors.New("container helper is not running")
+	f.logText = "traceflow-helper: unknown command \"serve\"\n" +
+		`{"v":1,"type":"error","time":"2026-12-07T13:00:00Z","error":{"code":"usage","message":"run traceflow-helper help"}}` + "\n"
+	h, pool := poolHarness(f)
+	c := cfg()
+	c.Pool = pool
+	out, err := h.runner.Run(context.Background(), c, sharedPlan("tf-0-xyz"))
+	if err == nil || out.Verdict != outcome.Failed || strings.Contains(out.Reason, "pods/attach") ||
+		!strings.Contains(out.Reason, "ended before the plugin could attach") ||
+		!strings.Contains(out.Reason, `unknown command "serve"`) || !strings.Contains(out.Reason, "run traceflow-helper help") {
+		t.Fatalf("verdict %s (%s), %v", out.Verdict, out.Reason, err)
+	}
+	_ = pool.Close(context.Background())
+}
+
+// TestPoolWritesTracesOnceItHearsTheServer: an attach may connect the
+// server's output after its first serving line; the traces' commands go
+// only once the answer to the plugin's hello came back through it, so
+// none of their lines can be written before the attach reads them.
+func TestPoolWritesTracesOnceItHearsTheServer(t *testing.T) {
+	f := newServeCluster()
+	f.firstLost, f.helloAfter = true, 100*time.Millisecond
+	h, pool := poolHarness(f)
+	c := cfg()
+	c.Pool = pool
+	out, err := h.runner.Run(context.Background(), c, sharedPlan("tf-0-xyz"))
+	if err != nil || out.Verdict != outcome.Delivered {
+		t.Fatalf("verdict %s (%s), %v", out.Verdict, out.Reason, err)
+	}
+	_ = pool.Close(context.Background())
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.early != 0 || f.commands["receive"] != 1 || f.commands["trace"] != 1 {
+		t.Errorf("%d commands before the hello was answered (want 0); commands %v", f.early, f.commands)
+	}
 }

@@ -2,19 +2,21 @@ package helpermode
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/report"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/helperpod"
 )
 
-// A pool's server: one node's `traceflow-helper serve`, its pod, its
-// attached standard input (the commands) and its log (the lines of every
-// trace it runs, handed to each trace's subscription by trace id).
+// A pool's server: one node's `traceflow-helper serve`, its pod, and an
+// attach to it: its standard input (the commands) and output (the lines of
+// every trace it runs, handed to each trace's subscription by trace id).
 
 // server is one node's `traceflow-helper serve`.
 type server struct {
@@ -25,13 +27,15 @@ type server struct {
 	antreaAgentPort int
 
 	mu sync.Mutex
-	// started: its container runs, its input is attached to and its log
-	// followed, and commands are written to it; failed says why it cannot
+	// started: its container runs and it is attached to; heard: a
+	// serving line came through that attach, so its output reaches the
+	// plugin, and commands are written to it; failed says why it cannot
 	// serve (any more).
 	started bool
+	heard   bool
 	failed  string
 	subs    map[string]*subscription
-	// pending are commands written once it serves, in order.
+	// pending are commands written once it is heard, in order.
 	pending [][]byte
 	// stdin is the attach's input; closing it ends the server.
 	stdinR *io.PipeReader
@@ -39,8 +43,8 @@ type server struct {
 	// writes carries commands to the one goroutine that writes stdin.
 	writes chan []byte
 	noise  []string
-	// gone is closed when its log has ended (its process is gone, or the
-	// stream broke).
+	// gone is closed when its output has ended (its process is gone, or
+	// the attach broke).
 	gone chan struct{}
 }
 
@@ -111,34 +115,52 @@ func (s *server) serving() bool {
 	return s.started
 }
 
-// start attaches to the server's standard input and follows its log, once
-// its container runs.
+// start attaches to the server, once its container runs: commands go to
+// its standard input, and its output (every trace's lines and its own log,
+// report/FORMAT.md) comes back on the attach's standard output.
+//
+// Not its log: the kubelet serves a container's log only once its
+// pod-lifecycle relist has seen the container, up to a second after it
+// started (measured in the lab: a node's first lines 0.6 s late, which a
+// suite's first traces waited for), and follows it by reading the file
+// the runtime writes; an attach finds the container in the runtime
+// directly. An attach carries what the container writes from the moment
+// the runtime has connected it, and the runtime may hand the attach's
+// input on a moment before: the first command is a hello, and the traces'
+// commands go once its answer (a serving line) came back, so none of a
+// trace's lines is written before the attach reads them.
 func (s *server) start() {
 	s.mu.Lock()
 	if s.started || s.failed != "" {
 		s.mu.Unlock()
 		return
 	}
-	// Commands can go at once: what is written before the server reads
-	// its input waits in it. Waiting for the serving line instead would
-	// wait for the kubelet to serve the log (up to its 1 s relist).
 	s.started = true
-	for _, b := range s.pending {
-		s.queueLocked(b)
-	}
-	s.pending = nil
+	s.queueLocked(mustCommand(report.Command{Hello: true}))
 	s.mu.Unlock()
-	go s.attach()
+	outR, outW := io.Pipe()
+	errR, errW := io.Pipe()
+	go s.attach(outW, errW)
 	go s.write()
-	go s.follow()
+	go s.read(outR)
+	go s.readErrors(errR)
 }
 
-func (s *server) attach() {
-	err := s.p.cfg.Cluster.Attach(s.p.life, s.p.cfg.Namespace, s.pod, s.stdinR, nil, nil)
+func (s *server) attach(out, errOut *io.PipeWriter) {
+	err := s.p.cfg.Cluster.Attach(s.p.life, s.p.cfg.Namespace, s.pod, s.stdinR, out, errOut)
 	_ = s.stdinR.Close()
 	if err != nil && s.p.life.Err() == nil {
-		s.fail(fmt.Sprintf("cannot attach to it to hand it traces: %v (the plugin needs create on pods/attach in namespace %s)", err, s.p.cfg.Namespace))
+		// A container that ended before the attach came (a helper image
+		// without serve, say) said why in its log, as its output would
+		// have: quote it; else the attach itself was refused.
+		if s.quoteLog() {
+			s.fail(s.withNoise(fmt.Sprintf("it ended before the plugin could attach to it (%v)", err)))
+		} else {
+			s.fail(fmt.Sprintf("cannot attach to it to hand it traces: %v (the plugin needs create on pods/attach in namespace %s)", err, s.p.cfg.Namespace))
+		}
 	}
+	_ = out.Close()
+	_ = errOut.Close()
 }
 
 // write writes commands to standard input, in order: a write waits for the
@@ -158,16 +180,34 @@ func (s *server) write() {
 
 // sendLocked queues a command; s.mu is held.
 func (s *server) sendLocked(c report.Command) {
-	b, err := json.Marshal(c)
-	if err != nil {
-		return // cannot happen: strings only
-	}
-	b = append(b, '\n')
-	if !s.started {
+	b := mustCommand(c)
+	if !s.heard {
 		s.pending = append(s.pending, b)
 		return
 	}
 	s.queueLocked(b)
+}
+
+// heardLocked notes that the server's output reaches the plugin and
+// writes the commands that waited for that; s.mu is held.
+func (s *server) heardLocked() {
+	if s.heard || !s.started {
+		return
+	}
+	s.heard = true
+	for _, b := range s.pending {
+		s.queueLocked(b)
+	}
+	s.pending = nil
+}
+
+// mustCommand is c as a line of serve's input.
+func mustCommand(c report.Command) []byte {
+	b, err := json.Marshal(c)
+	if err != nil {
+		panic(err) // cannot happen: strings and booleans only
+	}
+	return append(b, '\n')
 }
 
 // queueLocked hands b to the writer without blocking the caller: the
@@ -187,15 +227,11 @@ func (s *server) queueLocked(b []byte) {
 	}
 }
 
-func (s *server) follow() {
+// read hands the server's output, line by line, to the traces it names;
+// other lines are kept to quote should it fail.
+func (s *server) read(r io.Reader) {
 	defer close(s.gone)
-	rc, err := openLog(s.p.life, s.p.cfg.Cluster, s.p.cfg.Namespace, s.pod)
-	if err != nil {
-		s.fail(fmt.Sprintf("read its log: %v", err))
-		return
-	}
-	defer rc.Close() //nolint:errcheck // a read-only stream
-	sc := bufio.NewScanner(rc)
+	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64*1024), 8*1024*1024)
 	for sc.Scan() {
 		if len(sc.Bytes()) == 0 {
@@ -208,17 +244,70 @@ func (s *server) follow() {
 		}
 		s.onLine(l)
 	}
+	// Drain what is left, so that the attach never blocks on it.
+	_, _ = io.Copy(io.Discard, r)
 	why := "its output ended"
 	if err := sc.Err(); err != nil {
-		why = fmt.Sprintf("its log stream broke: %v", err)
+		why = fmt.Sprintf("its output broke: %v", err)
 	}
+	s.fail(s.withNoise(why))
+}
+
+// withNoise is why, followed by the lines of the server's own that it
+// wrote beside its report lines, if any.
+func (s *server) withNoise(why string) string {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	if len(s.noise) > 0 {
 		why += ": " + strings.Join(s.noise, " | ")
 	}
-	s.mu.Unlock()
-	s.fail(why)
+	return why
 }
+
+// readErrors keeps the server's standard error (a Go panic's, a runtime's
+// words) to quote should it fail.
+func (s *server) readErrors(r io.Reader) {
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		s.addNoise(sc.Text())
+	}
+	_, _ = io.Copy(io.Discard, r)
+}
+
+// quoteLog keeps the lines of a server's log that are not report lines
+// (and the messages of its error lines), for a server whose output could
+// not be read through an attach, and reports whether there were any. The
+// log of an ended container ends; a running one's is read for at most
+// quoteLogFor.
+func (s *server) quoteLog() bool {
+	ctx, cancel := context.WithTimeout(s.p.life, quoteLogFor)
+	defer cancel()
+	rc, err := openLog(ctx, s.p.cfg.Cluster, s.p.cfg.Namespace, s.pod)
+	if err != nil {
+		return false
+	}
+	// A running container's log never ends: its bound closes it.
+	stop := context.AfterFunc(ctx, func() { _ = rc.Close() })
+	defer stop()
+	defer rc.Close() //nolint:errcheck // a read-only stream
+	sc := bufio.NewScanner(rc)
+	sc.Buffer(make([]byte, 64*1024), 8*1024*1024)
+	for sc.Scan() {
+		if l, err := report.ParseLine(sc.Bytes()); err == nil {
+			if l.Type == report.TypeError && l.Error != nil {
+				s.addNoise(l.Error.Message)
+			}
+			continue
+		}
+		s.addNoise(sc.Text())
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.noise) > 0
+}
+
+// quoteLogFor bounds the read of a server's log after a failed attach.
+const quoteLogFor = 2 * time.Second
 
 func (s *server) addNoise(text string) {
 	text = strings.TrimSpace(text)
@@ -233,6 +322,10 @@ func (s *server) addNoise(text string) {
 func (s *server) onLine(l report.Line) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if l.Type == report.TypeServing {
+		s.heardLocked()
+		return
+	}
 	if l.Trace != "" {
 		if sub := s.subs[l.Trace]; sub != nil {
 			sub.push(lineMsg{pod: l.Trace, line: l})
