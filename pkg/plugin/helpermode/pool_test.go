@@ -136,7 +136,9 @@ func (f *serveCluster) Attach(_ context.Context, _, pod string, stdin io.Reader,
 		defer wmu.Unlock()
 		_, _ = w.Write(append(b, '\n'))
 	}
-	serving := func() { write("", report.Line{Type: report.TypeServing, Serving: &report.Serving{HelperVersion: "v-test"}}) }
+	serving := func() {
+		write("", report.Line{Type: report.TypeServing, Serving: &report.Serving{HelperVersion: "v-test"}})
+	}
 	answered := make(chan struct{})
 	if !f.firstLost {
 		serving()
