@@ -6,7 +6,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/openflow"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/ovn"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/ovsdb"
 )
@@ -32,8 +31,9 @@ type NodeCache struct {
 	// Now is the clock (time.Now where nil).
 	Now func() time.Time
 
-	mu     sync.Mutex
-	tables map[string]cachedTables // by run directory and bridge
+	mu      sync.Mutex
+	tables  map[string]cachedTables // by run directory and bridge
+	reading map[string]*tableRead   // reads in progress, by the same key
 
 	liveMu sync.Mutex
 	live   map[string]*ovsdb.Live // by OVSDB endpoint
@@ -49,39 +49,77 @@ type cachedTables struct {
 	read  time.Time
 }
 
-// tableNames returns the table names of the bridge that of is connected
-// to, from c where it read them within TableNamesMaxAge, else through of.
-// No lock is held while reading: a trace that is stopped must not wait
-// for another's read (on a hung OVS, for that one's timeout); traces that
-// find the names old at once each read them. A nil c always reads.
-func (c *NodeCache) tableNames(ctx context.Context, key string, of *openflow.Session) (TableNames, error) {
+// tableNames returns a bridge's table names, from c where it read them
+// within TableNamesMaxAge, else through read (readTableNames, on a
+// connection to that bridge).
+// Traces that find the names old at once share one read: the first reads,
+// the others wait for it (a matrix's traces start many at a time, and
+// each read cost OVS's main thread about 9 ms: before this, about 40
+// reads a matrix on a node where one every 5 s would do). No lock is held
+// while reading, and a waiter stops waiting when its own context ends: a
+// trace that is stopped must not wait for another's read (on a hung OVS,
+// for that one's timeout); a waiter whose reader failed reads itself. A
+// nil c always reads.
+func (c *NodeCache) tableNames(ctx context.Context, key string, read func(context.Context) (TableNames, error)) (TableNames, error) {
 	if c == nil {
-		return readTableNames(ctx, of)
+		return read(ctx)
 	}
 	now := time.Now
 	if c.Now != nil {
 		now = c.Now
 	}
-	c.mu.Lock()
-	t, ok := c.tables[key]
-	c.mu.Unlock()
-	if ok && now().Sub(t.read) < TableNamesMaxAge {
-		return t.names, nil
+	for {
+		c.mu.Lock()
+		t, ok := c.tables[key]
+		if ok && now().Sub(t.read) < TableNamesMaxAge {
+			c.mu.Unlock()
+			return t.names, nil
+		}
+		if f := c.reading[key]; f != nil {
+			f.waiting++
+			c.mu.Unlock()
+			select {
+			case <-f.done:
+				if f.err == nil {
+					return f.names, nil
+				}
+				continue
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		f := &tableRead{done: make(chan struct{})}
+		if c.reading == nil {
+			c.reading = map[string]*tableRead{}
+		}
+		c.reading[key] = f
+		c.mu.Unlock()
+		at := now()
+		f.names, f.err = read(ctx)
+		c.mu.Lock()
+		delete(c.reading, key)
+		if f.err == nil {
+			if c.tables == nil {
+				c.tables = map[string]cachedTables{}
+			}
+			if cur, ok := c.tables[key]; !ok || cur.read.Before(at) {
+				c.tables[key] = cachedTables{names: f.names, read: at}
+			}
+		}
+		c.mu.Unlock()
+		close(f.done)
+		return f.names, f.err
 	}
-	read := now()
-	names, err := readTableNames(ctx, of)
-	if err != nil {
-		return nil, err
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.tables == nil {
-		c.tables = map[string]cachedTables{}
-	}
-	if cur, ok := c.tables[key]; !ok || cur.read.Before(read) {
-		c.tables[key] = cachedTables{names: names, read: read}
-	}
-	return names, nil
+}
+
+// tableRead is one read of a bridge's table names in progress: done is
+// closed once names and err are set; waiting counts the traces that
+// waited for it (under NodeCache.mu).
+type tableRead struct {
+	done    chan struct{}
+	names   TableNames
+	err     error
+	waiting int
 }
 
 // monitor is a kept connection to a database: ovsdb.Live or ovn.Live.

@@ -243,7 +243,7 @@ func open(ctx context.Context, c Common) (*session, error) {
 		return nil, err
 	}
 	s.timed("openflow connect")
-	tables, err := c.Cache.tableNames(ctx, c.Rundir+"\x00"+c.Bridge, s.of)
+	tables, err := c.Cache.tableNames(ctx, c.Rundir+"\x00"+c.Bridge, func(ctx context.Context) (TableNames, error) { return readTableNames(ctx, s.of) })
 	if err != nil {
 		s.of.Close()
 		return nil, setupErr("%w", err)
