@@ -18,10 +18,13 @@ type Session struct {
 	conn      net.Conn
 	xid       atomic.Uint32
 	writeMu   sync.Mutex
-	packetIns chan PacketIn
+	packetIns *queue[PacketIn]
 	// flowRemoved carries OFPT_FLOW_REMOVED messages (for flows added
-	// with FlagSendFlowRem); it is never closed: watch Done.
-	flowRemoved chan FlowRemoved
+	// with FlagSendFlowRem); its channel is never closed: watch Done.
+	flowRemoved *queue[FlowRemoved]
+	// quit ends the queues' pumps (Close).
+	quit     chan struct{}
+	quitOnce sync.Once
 	// frDropped is set once a flow-removed message found the queue full
 	// (every connection gets every trace's, and a sender stops reading).
 	frDropped bool
@@ -56,8 +59,9 @@ func Dial(ctx context.Context, socket string, controllerID uint16, logf func(str
 	}
 	s := &Session{
 		conn:        conn,
-		packetIns:   make(chan PacketIn, 4096),
-		flowRemoved: make(chan FlowRemoved, 4096),
+		packetIns:   newQueue[PacketIn](queueLimit),
+		flowRemoved: newQueue[FlowRemoved](queueLimit),
+		quit:        make(chan struct{}),
 		waiters:     map[uint32]chan reply{},
 		multipart:   map[uint32][][]byte{},
 		closed:      make(chan struct{}),
@@ -67,6 +71,8 @@ func Dial(ctx context.Context, socket string, controllerID uint16, logf func(str
 		_ = conn.Close()
 		return nil, err
 	}
+	go s.packetIns.pump(s.quit, true)
+	go s.flowRemoved.pump(s.quit, false)
 	go s.readLoop()
 	for _, build := range []func(uint32) ([]byte, error){
 		SetConfig,
@@ -142,15 +148,21 @@ func (s *Session) nextXid() uint32 { return s.xid.Add(1) }
 // NextXid returns a fresh transaction id for a message built by the caller.
 func (s *Session) NextXid() uint32 { return s.nextXid() }
 
+// queueLimit is how many packet-ins (and flow-removed messages) a session
+// holds that its reader has not taken; the read loop drops what comes
+// beyond it.
+const queueLimit = 4096
+
 // PacketIns delivers the decoded NXT_PACKET_IN2 messages for this session's
-// controller id. It is closed when the connection ends.
-func (s *Session) PacketIns() <-chan PacketIn { return s.packetIns }
+// controller id. It is closed when the connection ends and its reader has
+// taken every one, or at Close (those not taken then are dropped).
+func (s *Session) PacketIns() <-chan PacketIn { return s.packetIns.out }
 
 // FlowRemoved delivers the OFPT_FLOW_REMOVED messages OVS sends this
 // connection: for flows added with FlagSendFlowRem, whoever removed them
 // (OVS sends one to every connection, with the reason). The channel is
 // never closed: watch PacketIns or Done for the end of the connection.
-func (s *Session) FlowRemoved() <-chan FlowRemoved { return s.flowRemoved }
+func (s *Session) FlowRemoved() <-chan FlowRemoved { return s.flowRemoved.out }
 
 // Done is closed when the connection has ended.
 func (s *Session) Done() <-chan struct{} { return s.closed }
@@ -218,12 +230,14 @@ func (s *Session) request(ctx context.Context, msg []byte) (reply, error) {
 
 // Close ends the session.
 func (s *Session) Close() {
+	s.quitOnce.Do(func() { close(s.quit) })
 	_ = s.conn.Close()
 	<-s.closed
 }
 
 func (s *Session) readLoop() {
-	defer close(s.packetIns)
+	defer s.flowRemoved.end()
+	defer s.packetIns.end()
 	for {
 		msg, err := readMessage(s.conn)
 		if err != nil {
@@ -260,9 +274,7 @@ func (s *Session) handle(msg []byte) {
 			s.logf("openflow: dropped a bad packet-in: %v: %x", err, msg)
 			return
 		}
-		select {
-		case s.packetIns <- pin:
-		default:
+		if !s.packetIns.push(pin) {
 			s.logf("openflow: packet-in queue full, dropped one")
 		}
 	case msg[1] == typeFlowRemoved:
@@ -271,13 +283,9 @@ func (s *Session) handle(msg []byte) {
 			s.logf("openflow: dropped a bad flow-removed: %v: %x", err, msg)
 			return
 		}
-		select {
-		case s.flowRemoved <- fr:
-		default:
-			if !s.frDropped {
-				s.frDropped = true
-				s.logf("openflow: flow-removed queue full, dropping messages")
-			}
+		if !s.flowRemoved.push(fr) && !s.frDropped {
+			s.frDropped = true
+			s.logf("openflow: flow-removed queue full, dropping messages")
 		}
 	case msg[1] == typeError:
 		e, err := DecodeError(msg)

@@ -18,7 +18,7 @@ func testSession(t *testing.T) (*Session, *[]string) {
 	go func() { _, _ = io.Copy(io.Discard, b) }()
 	var mu sync.Mutex
 	var logs []string
-	s := &Session{conn: a, packetIns: make(chan PacketIn, 16), waiters: map[uint32]chan reply{},
+	s := &Session{conn: a, packetIns: newQueue[PacketIn](16), flowRemoved: newQueue[FlowRemoved](16), quit: make(chan struct{}), waiters: map[uint32]chan reply{},
 		multipart: map[uint32][][]byte{}, closed: make(chan struct{}),
 		logf: func(f string, args ...any) { mu.Lock(); logs = append(logs, fmt.Sprintf(f, args...)); mu.Unlock() }}
 	return s, &logs
