@@ -46,6 +46,13 @@ func (q *queue[T]) end() {
 	q.poke()
 }
 
+// clear drops what is queued (not an item the pump holds already).
+func (q *queue[T]) clear() {
+	q.mu.Lock()
+	q.items = nil
+	q.mu.Unlock()
+}
+
 func (q *queue[T]) poke() {
 	select {
 	case q.wake <- struct{}{}:

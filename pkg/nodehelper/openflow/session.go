@@ -36,8 +36,8 @@ type Session struct {
 	errs    []error
 	closed  chan struct{}
 	readErr error
-	// Logf reports what the read loop cannot return to a caller.
-	logf func(format string, args ...any)
+	// logf reports what the read loop cannot return to a caller (Logf).
+	logf atomic.Pointer[func(format string, args ...any)]
 }
 
 type reply struct {
@@ -65,8 +65,8 @@ func Dial(ctx context.Context, socket string, controllerID uint16, logf func(str
 		waiters:     map[uint32]chan reply{},
 		multipart:   map[uint32][][]byte{},
 		closed:      make(chan struct{}),
-		logf:        logf,
 	}
+	s.logf.Store(&logf)
 	if err := s.handshake(ctx); err != nil {
 		_ = conn.Close()
 		return nil, err
@@ -147,6 +147,36 @@ func (s *Session) nextXid() uint32 { return s.xid.Add(1) }
 
 // NextXid returns a fresh transaction id for a message built by the caller.
 func (s *Session) NextXid() uint32 { return s.nextXid() }
+
+// log reports what the read loop cannot return to a caller.
+func (s *Session) log(format string, args ...any) { (*s.logf.Load())(format, args...) }
+
+// Reuse makes a session that served a trace serve another: controllerID
+// becomes its controller id, logf its log. It returns once OVS has
+// applied the id, so that packet-ins for the id before reach it no more;
+// those it holds already are dropped, but one the queue was handing over
+// at that moment may still reach the reader (a trace's own checks, tag
+// and mark, reject it). The caller vouches that the trace before left
+// nothing pending: its flows deleted, its last barrier answered.
+func (s *Session) Reuse(ctx context.Context, controllerID uint16, logf func(string, ...any)) error {
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
+	s.logf.Store(&logf)
+	msg, err := SetControllerID(s.nextXid(), controllerID)
+	if err != nil {
+		return err
+	}
+	if err := s.Send(msg); err != nil {
+		return err
+	}
+	if err := s.Barrier(ctx); err != nil {
+		return err
+	}
+	s.packetIns.clear()
+	s.flowRemoved.clear()
+	return nil
+}
 
 // queueLimit is how many packet-ins (and flow-removed messages) a session
 // holds that its reader has not taken; the read loop drops what comes
@@ -259,38 +289,38 @@ func (s *Session) readLoop() {
 // not end the trace.
 func (s *Session) handle(msg []byte) {
 	if len(msg) < 8 || int(binary.BigEndian.Uint16(msg[2:])) != len(msg) {
-		s.logf("openflow: dropped a malformed message (%d bytes, header length not matching): %x", len(msg), msg)
+		s.log("openflow: dropped a malformed message (%d bytes, header length not matching): %x", len(msg), msg)
 		return
 	}
 	xid := binary.BigEndian.Uint32(msg[4:])
 	switch {
 	case msg[1] == typeEchoRequest:
 		if err := s.Send(EchoReply(msg)); err != nil {
-			s.logf("openflow: echo reply: %v", err)
+			s.log("openflow: echo reply: %v", err)
 		}
 	case IsPacketIn2(msg):
 		pin, err := DecodePacketIn2(msg)
 		if err != nil {
-			s.logf("openflow: dropped a bad packet-in: %v: %x", err, msg)
+			s.log("openflow: dropped a bad packet-in: %v: %x", err, msg)
 			return
 		}
 		if !s.packetIns.push(pin) {
-			s.logf("openflow: packet-in queue full, dropped one")
+			s.log("openflow: packet-in queue full, dropped one")
 		}
 	case msg[1] == typeFlowRemoved:
 		fr, err := DecodeFlowRemoved(msg)
 		if err != nil {
-			s.logf("openflow: dropped a bad flow-removed: %v: %x", err, msg)
+			s.log("openflow: dropped a bad flow-removed: %v: %x", err, msg)
 			return
 		}
 		if !s.flowRemoved.push(fr) && !s.frDropped {
 			s.frDropped = true
-			s.logf("openflow: flow-removed queue full, dropping messages")
+			s.log("openflow: flow-removed queue full, dropping messages")
 		}
 	case msg[1] == typeError:
 		e, err := DecodeError(msg)
 		if err != nil {
-			s.logf("openflow: dropped a bad error message: %v: %x", err, msg)
+			s.log("openflow: dropped a bad error message: %v: %x", err, msg)
 			return
 		}
 		s.mu.Lock()
@@ -327,6 +357,6 @@ func (s *Session) handle(msg []byte) {
 		// trace. They are not handed to libOpenflow's Parse either: on
 		// malformed input some of its decoders (Hello, MultipartRequest)
 		// loop forever or panic.
-		s.logf("openflow: ignored message type %d", msg[1])
+		s.log("openflow: ignored message type %d", msg[1])
 	}
 }

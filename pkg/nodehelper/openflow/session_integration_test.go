@@ -4,6 +4,8 @@ package openflow_test
 
 import (
 	"context"
+	"net"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +13,7 @@ import (
 	"github.com/kubectl-traceflow/kubectl-traceflow/internal/testenv"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/openflow"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/ovstest"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/probe"
 )
 
 // Against a real ovs-vswitchd: the session's handshake, TABLE_FEATURES
@@ -145,5 +148,74 @@ func TestIntegrationNoFlowRemoved(t *testing.T) {
 	case fr := <-quiet.FlowRemoved():
 		t.Errorf("the connection that turned flow removals off was told of %+v", fr)
 	default:
+	}
+}
+
+// A session that served a trace serves another with a new controller id
+// (Reuse): packet-ins for the new id reach it, and what was queued for
+// the old one is gone.
+func TestIntegrationSessionReuse(t *testing.T) {
+	testenv.RequireOVS(t)
+	n := ovstest.NewNode(t, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := openflow.Dial(ctx, n.MgmtSocket(), 100, t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	frame, err := probe.Build(probe.Spec{SrcMAC: net.HardwareAddr{2, 0, 0, 0, 0, 1}, DstMAC: net.HardwareAddr{2, 0, 0, 0, 0, 2},
+		SrcIP: netip.MustParseAddr("10.0.0.1"), DstIP: netip.MustParseAddr("10.0.0.2"), Protocol: probe.UDP, SrcPort: 40000, DstPort: 53, Tag: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Table 0 sends every IPv4 packet to the controller with the id the
+	// test names in the packet-out's flow (tables 1 and 2).
+	for table, id := range map[uint8]uint16{1: 100, 2: 200} {
+		ctl, err := openflow.ControllerAction(id, []byte{table}, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Send(openflow.NewFlow(s.NextXid(), table, 10, 0x7466000000002200, 0, openflow.EthTypeField(0x800), ctl)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	inject := func(table uint8) {
+		t.Helper()
+		n.AddFlows("table=0,priority=10,ip,actions=resubmit(," + string('0'+table) + ")")
+		po, err := openflow.PacketOut(s.NextXid(), 0xfffffffd, frame)
+		if err == nil {
+			err = s.Send(po)
+		}
+		if err == nil {
+			err = s.Barrier(ctx)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	next := func() openflow.PacketIn {
+		t.Helper()
+		select {
+		case pin := <-s.PacketIns():
+			return pin
+		case <-ctx.Done():
+			t.Fatal("no packet-in")
+		}
+		return openflow.PacketIn{}
+	}
+	inject(1)
+	if pin := next(); len(pin.Userdata) != 1 || pin.Userdata[0] != 1 {
+		t.Fatalf("packet-in for id 100: userdata %x", pin.Userdata)
+	}
+	if err := s.Reuse(ctx, 200, t.Logf); err != nil {
+		t.Fatal(err)
+	}
+	// Packet-ins are sent in the order OVS made them: had the one for
+	// the old id reached the session, it would come first.
+	inject(1)
+	inject(2)
+	if pin := next(); len(pin.Userdata) != 1 || pin.Userdata[0] != 2 {
+		t.Fatalf("first packet-in after Reuse(200): userdata %x, want the one for id 200 only", pin.Userdata)
 	}
 }

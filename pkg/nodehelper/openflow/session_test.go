@@ -19,8 +19,9 @@ func testSession(t *testing.T) (*Session, *[]string) {
 	var mu sync.Mutex
 	var logs []string
 	s := &Session{conn: a, packetIns: newQueue[PacketIn](16), flowRemoved: newQueue[FlowRemoved](16), quit: make(chan struct{}), waiters: map[uint32]chan reply{},
-		multipart: map[uint32][][]byte{}, closed: make(chan struct{}),
-		logf: func(f string, args ...any) { mu.Lock(); logs = append(logs, fmt.Sprintf(f, args...)); mu.Unlock() }}
+		multipart: map[uint32][][]byte{}, closed: make(chan struct{})}
+	logf := func(f string, args ...any) { mu.Lock(); logs = append(logs, fmt.Sprintf(f, args...)); mu.Unlock() }
+	s.logf.Store(&logf)
 	return s, &logs
 }
 

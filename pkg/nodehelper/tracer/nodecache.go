@@ -42,6 +42,12 @@ type NodeCache struct {
 	// OpenFlow socket.
 	removals map[string]*removals
 	closed   bool
+
+	// idle are OpenFlow connections that traces handed back (ofpool.go),
+	// by management socket.
+	connMu      sync.Mutex
+	idle        map[string][]idleConn
+	connsClosed bool
 }
 
 type cachedTables struct {
@@ -196,6 +202,7 @@ func (c *NodeCache) Close() {
 	if c == nil {
 		return
 	}
+	c.closeConns()
 	c.liveMu.Lock()
 	defer c.liveMu.Unlock()
 	for _, l := range c.live {

@@ -92,8 +92,9 @@ func (r *removals) Close() { r.of.Close() }
 // hearRemovals makes the session hear of its removed flows through the
 // cache's connection for its bridge, and no longer through its own, where
 // it has a cache; where that cannot be set up it hears them on its own,
-// as without a cache.
-func (s *session) hearRemovals(ctx context.Context, mgmt string) {
+// as without a cache. quiet says its connection (an earlier trace's) has
+// them off already.
+func (s *session) hearRemovals(ctx context.Context, mgmt string, quiet bool) {
 	if s.c.Cache == nil {
 		return
 	}
@@ -103,6 +104,10 @@ func (s *session) hearRemovals(ctx context.Context, mgmt string) {
 		return
 	}
 	ch, unsubscribe := r.subscribe(s.cookie)
+	if quiet {
+		s.removed, s.unhear = ch, unsubscribe
+		return
+	}
 	err = s.of.Send(openflow.NoFlowRemoved(s.of.NextXid()))
 	if err == nil {
 		err = s.of.Barrier(ctx)

@@ -81,8 +81,10 @@ type session struct {
 	br *ovsdb.Bridge
 	// node is every bridge of the node, as OVSDB held them when the
 	// trace began.
-	node  *ovsdb.Node
-	of    *openflow.Session
+	node *ovsdb.Node
+	of   *openflow.Session
+	// mgmt is the management socket of's connection goes to.
+	mgmt  string
 	ovs   ofproto.Client
 	names Namer
 	// tables are the bridge's own table names (TABLE_FEATURES), whatever
@@ -276,12 +278,17 @@ func (s *session) dial(ctx context.Context) error {
 	s.cookie = TraceCookie(s.c.Tag, r)
 	// Controller ids 1..0x7fff stay clear of 0, where CNIs' own packet-ins go.
 	s.ctlID = uint16(r%0x7ffe) + 1 //nolint:gosec // bounded
+	s.mgmt = filepath.Join(s.c.Rundir, s.c.Bridge+".mgmt")
+	if ic, ok := s.c.Cache.takeConn(ctx, s.mgmt, s.ctlID, s.c.Logf); ok {
+		s.of = ic.of
+		s.hearRemovals(ctx, s.mgmt, ic.quiet)
+		return nil
+	}
 	var err error
-	mgmt := filepath.Join(s.c.Rundir, s.c.Bridge+".mgmt")
-	if s.of, err = openflow.Dial(ctx, mgmt, s.ctlID, s.c.Logf); err != nil {
+	if s.of, err = openflow.Dial(ctx, s.mgmt, s.ctlID, s.c.Logf); err != nil {
 		return setupErr("%w", err)
 	}
-	s.hearRemovals(ctx, mgmt)
+	s.hearRemovals(ctx, s.mgmt, false)
 	return nil
 }
 
@@ -354,7 +361,13 @@ func (s *session) cleanup() {
 		c.Error = err.Error()
 		s.c.Logf("cleanup: delete flows with cookie %#x/%#x: %v (they expire after %ds)", s.cookie, cookieMask, err, s.c.hardTimeout())
 	}
-	s.of.Close()
+	if err == nil && s.c.Cache != nil {
+		// Its flows are gone and every request answered: the next
+		// trace on the bridge may take the connection.
+		s.c.Cache.putConn(s.mgmt, idleConn{of: s.of, quiet: s.removed != nil})
+	} else {
+		s.of.Close()
+	}
 	_ = s.c.Out.Write(report.Line{Type: report.TypeCleanup, Cleanup: &c})
 }
 
