@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/ofproto"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/ovn"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/ovsdb"
 )
@@ -47,6 +48,7 @@ type NodeCache struct {
 	// by management socket.
 	connMu      sync.Mutex
 	idle        map[string][]idleConn
+	ctl         map[string]*ofproto.Conns // by control socket
 	connsClosed bool
 }
 

@@ -3,10 +3,12 @@ package tracer
 import (
 	"context"
 
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/ofproto"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/openflow"
 )
 
-// A serve helper's traces reuse each other's OpenFlow connections.
+// A serve helper's traces reuse each other's OpenFlow connections, and
+// their connections to ovs-vswitchd's control socket (ofproto.Conns).
 //
 // Each trace had a connection of its own, opened and closed with it; a
 // round trip across two nodes opens four. Profiled in the lab during a
@@ -83,16 +85,42 @@ func (c *NodeCache) putConn(mgmt string, ic idleConn) {
 	c.connMu.Unlock()
 }
 
+// ctlConns is what keeps the connections to the control socket sock
+// between the traces' calls (nil, a connection per call, without a
+// cache).
+func (c *NodeCache) ctlConns(sock string) *ofproto.Conns {
+	if c == nil {
+		return nil
+	}
+	c.connMu.Lock()
+	defer c.connMu.Unlock()
+	if c.connsClosed {
+		return nil
+	}
+	if c.ctl == nil {
+		c.ctl = map[string]*ofproto.Conns{}
+	}
+	p := c.ctl[sock]
+	if p == nil {
+		p = &ofproto.Conns{}
+		c.ctl[sock] = p
+	}
+	return p
+}
+
 // closeConns closes the idle connections; connections handed back after
 // it are closed.
 func (c *NodeCache) closeConns() {
 	c.connMu.Lock()
-	idle := c.idle
-	c.idle, c.connsClosed = nil, true
+	idle, ctl := c.idle, c.ctl
+	c.idle, c.ctl, c.connsClosed = nil, nil, true
 	c.connMu.Unlock()
 	for _, l := range idle {
 		for _, ic := range l {
 			ic.of.Close()
 		}
+	}
+	for _, p := range ctl {
+		p.Close()
 	}
 }

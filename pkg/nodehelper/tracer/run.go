@@ -240,7 +240,7 @@ func open(ctx context.Context, c Common) (*session, error) {
 	if err != nil {
 		return nil, setupErr("%w", err)
 	}
-	s.ovs = ofproto.Client{Socket: sock}
+	s.ovs = ofproto.Client{Socket: sock, Conns: c.Cache.ctlConns(sock)}
 	if err := s.dial(ctx); err != nil {
 		return nil, err
 	}
