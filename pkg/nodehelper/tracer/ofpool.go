@@ -2,6 +2,7 @@ package tracer
 
 import (
 	"context"
+	"path/filepath"
 
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/ofproto"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/openflow"
@@ -20,6 +21,27 @@ import (
 // on its connection besides is the same for every trace of the process:
 // the packet-in format and, where it hears its flow removals through the
 // cache (removals.go), flow-removed messages off.
+
+// dial gives s its cookie and controller id and opens its OpenFlow
+// connection.
+func (s *session) dial(ctx context.Context) error {
+	r := s.c.Random()
+	s.cookie = TraceCookie(s.c.Tag, r)
+	// Controller ids 1..0x7fff stay clear of 0, where CNIs' own packet-ins go.
+	s.ctlID = uint16(r%0x7ffe) + 1 //nolint:gosec // bounded
+	s.mgmt = filepath.Join(s.c.Rundir, s.c.Bridge+".mgmt")
+	if ic, ok := s.c.Cache.takeConn(ctx, s.mgmt, s.ctlID, s.c.Logf); ok {
+		s.of = ic.of
+		s.hearRemovals(ctx, s.mgmt, ic.quiet)
+		return nil
+	}
+	var err error
+	if s.of, err = openflow.Dial(ctx, s.mgmt, s.ctlID, s.c.Logf); err != nil {
+		return setupErr("%w", err)
+	}
+	s.hearRemovals(ctx, s.mgmt, false)
+	return nil
+}
 
 // maxIdleConns bounds the idle connections kept per bridge: as many as
 // traces that end at once, up to this.

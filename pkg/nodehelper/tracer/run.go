@@ -271,27 +271,6 @@ func (s *session) timed(name string) {
 	s.stepped = now
 }
 
-// dial gives s its cookie and controller id and opens its OpenFlow
-// connection.
-func (s *session) dial(ctx context.Context) error {
-	r := s.c.Random()
-	s.cookie = TraceCookie(s.c.Tag, r)
-	// Controller ids 1..0x7fff stay clear of 0, where CNIs' own packet-ins go.
-	s.ctlID = uint16(r%0x7ffe) + 1 //nolint:gosec // bounded
-	s.mgmt = filepath.Join(s.c.Rundir, s.c.Bridge+".mgmt")
-	if ic, ok := s.c.Cache.takeConn(ctx, s.mgmt, s.ctlID, s.c.Logf); ok {
-		s.of = ic.of
-		s.hearRemovals(ctx, s.mgmt, ic.quiet)
-		return nil
-	}
-	var err error
-	if s.of, err = openflow.Dial(ctx, s.mgmt, s.ctlID, s.c.Logf); err != nil {
-		return setupErr("%w", err)
-	}
-	s.hearRemovals(ctx, s.mgmt, false)
-	return nil
-}
-
 // beside opens the session of another trace on s's bridge (the answer's,
 // with c): it shares what s read of the node (the bridge, the table and
 // OVN names, OVS's control socket), which neither changes, and has a
