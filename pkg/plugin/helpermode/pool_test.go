@@ -333,10 +333,13 @@ func TestPoolServerThatCannotStart(t *testing.T) {
 	}
 }
 
-// TestPoolAttachRefused names the missing right.
+// TestPoolAttachRefused names the missing right, also where the server
+// runs and its log says so.
 func TestPoolAttachRefused(t *testing.T) {
 	f := newServeCluster()
 	f.attachErr = errors.New("pods \"x\" is forbidden")
+	f.logText = `{"v":1,"type":"serving","time":"2026-12-07T13:00:00Z","serving":{"helperVersion":"v-test"}}` + "\n" +
+		"traceflow-helper serve: node n, reading commands on standard input (at most 32 traces at once)\n"
 	h, pool := poolHarness(f)
 	c := cfg()
 	c.Pool = pool

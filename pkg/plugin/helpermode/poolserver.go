@@ -276,9 +276,11 @@ func (s *server) readErrors(r io.Reader) {
 
 // quoteLog keeps the lines of a server's log that are not report lines
 // (and the messages of its error lines), for a server whose output could
-// not be read through an attach, and reports whether there were any. The
-// log of an ended container ends; a running one's is read for at most
-// quoteLogFor.
+// not be read through an attach, and reports whether it ended without
+// serving: lines to quote and no serving line (a serving helper writes
+// one first, and a line of its own after it: its attach was refused, not
+// its start). The log of an ended container ends; a running one's is read
+// for at most quoteLogFor.
 func (s *server) quoteLog() bool {
 	ctx, cancel := context.WithTimeout(s.p.life, quoteLogFor)
 	defer cancel()
@@ -292,8 +294,10 @@ func (s *server) quoteLog() bool {
 	defer rc.Close() //nolint:errcheck // a read-only stream
 	sc := bufio.NewScanner(rc)
 	sc.Buffer(make([]byte, 64*1024), 8*1024*1024)
+	served := false
 	for sc.Scan() {
 		if l, err := report.ParseLine(sc.Bytes()); err == nil {
+			served = served || l.Type == report.TypeServing
 			if l.Type == report.TypeError && l.Error != nil {
 				s.addNoise(l.Error.Message)
 			}
@@ -303,7 +307,7 @@ func (s *server) quoteLog() bool {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.noise) > 0
+	return !served && len(s.noise) > 0
 }
 
 // quoteLogFor bounds the read of a server's log after a failed attach.
