@@ -33,7 +33,13 @@ func (s *session) dial(ctx context.Context) error {
 	if ic, ok := s.c.Cache.takeConn(ctx, s.mgmt, s.ctlID, s.c.Logf); ok {
 		s.of = ic.of
 		s.hearRemovals(ctx, s.mgmt, ic.quiet)
-		return nil
+		if !ic.quiet || s.removed != nil {
+			return nil
+		}
+		// Flow removals are off on it and the cache's connection that
+		// would tell this trace of them could not be had: a new
+		// connection hears them itself.
+		s.of.Close()
 	}
 	var err error
 	if s.of, err = openflow.Dial(ctx, s.mgmt, s.ctlID, s.c.Logf); err != nil {
