@@ -23,6 +23,14 @@ type ctlServer struct {
 	conns   []net.Conn
 }
 
+// ctlTest is a ctlServer and a context bounding the test's calls.
+func ctlTest(t *testing.T) (*ctlServer, context.Context) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	t.Cleanup(cancel)
+	return newCtlServer(t), ctx
+}
+
 func newCtlServer(t *testing.T) *ctlServer {
 	t.Helper()
 	s := &ctlServer{socket: filepath.Join(t.TempDir(), "ovs-vswitchd.1.ctl")}
@@ -76,9 +84,7 @@ func (s *ctlServer) closeAll() {
 // Calls one after the other share one connection, a command's own error
 // included; without Conns each call has its own.
 func TestConnsOneConnectionForSequentialCalls(t *testing.T) {
-	srv := newCtlServer(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
+	srv, ctx := ctlTest(t)
 	p := &Conns{}
 	defer p.Close()
 	c := Client{Socket: srv.socket, Conns: p}
@@ -111,9 +117,7 @@ func TestConnsOneConnectionForSequentialCalls(t *testing.T) {
 // An idle connection that the other side closed meanwhile (ovs-vswitchd
 // restarted its control server, say) is replaced: the call still answers.
 func TestConnsIdleConnectionClosedByTheServer(t *testing.T) {
-	srv := newCtlServer(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
+	srv, ctx := ctlTest(t)
 	c := Client{Socket: srv.socket, Conns: &Conns{}}
 	if _, err := c.Call(ctx, "version"); err != nil {
 		t.Fatal(err)
@@ -130,9 +134,7 @@ func TestConnsIdleConnectionClosedByTheServer(t *testing.T) {
 
 // Calls at once each get a connection; at most maxIdleCtl are kept.
 func TestConnsConcurrentCalls(t *testing.T) {
-	srv := newCtlServer(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
+	srv, ctx := ctlTest(t)
 	p := &Conns{}
 	c := Client{Socket: srv.socket, Conns: p}
 	var wg sync.WaitGroup

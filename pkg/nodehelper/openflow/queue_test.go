@@ -62,8 +62,9 @@ func TestQueueQuitDropsTheRest(t *testing.T) {
 	}
 	close(quit)
 	<-done
+	// The pump has returned: out is closed, and 2, still queued, is
+	// dropped (a value of 2 here would mean it was not).
 	for v := range q.out {
-		// The pump may have handed 2 over as quit came: nothing after it.
 		if v != 2 {
 			t.Fatalf("read %d after quit", v)
 		}

@@ -191,7 +191,7 @@ func (s *server) sendLocked(c report.Command) {
 // heardLocked notes that the server's output reaches the plugin and
 // writes the commands that waited for that; s.mu is held.
 func (s *server) heardLocked() {
-	if s.heard || !s.started {
+	if s.heard {
 		return
 	}
 	s.heard = true
