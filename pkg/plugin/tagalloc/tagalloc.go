@@ -81,6 +81,11 @@ type Claim struct {
 	local *Local
 	// renewEvery is Hold's period (ClaimDuration/3 when zero).
 	renewEvery time.Duration
+	// renewed is when the claim was last written, made or renewed (this
+	// machine's monotonic clock). Hold renews it renewEvery after that,
+	// whichever Hold runs then: a run's kept claim goes from trace to
+	// trace, each holding it for less than renewEvery.
+	renewed atomic.Pointer[time.Time]
 	// lost is set once Hold finds the Lease no longer this claim's.
 	lost atomic.Bool
 }
@@ -143,7 +148,7 @@ func (a *Allocator) try(ctx context.Context, tag uint8, trace string, ttl time.D
 	want := a.lease(tag, trace, ttl)
 	got, err := a.Leases.Create(ctx, want, metav1.CreateOptions{})
 	if err == nil {
-		return &Claim{Tag: tag, Holder: *want.Spec.HolderIdentity, name: got.Name, uid: got.UID, owner: a.Leases}, nil
+		return a.claim(tag, want, got), nil
 	}
 	if !apierrors.IsAlreadyExists(err) {
 		return nil, fmt.Errorf("claim dataplane tag %d (Lease %s): %w", tag, want.Name, err)
@@ -185,7 +190,20 @@ func (a *Allocator) try(ctx context.Context, tag uint8, trace string, ttl time.D
 	if err != nil {
 		return nil, fmt.Errorf("claim dataplane tag %d (Lease %s): %w", tag, want.Name, err)
 	}
-	return &Claim{Tag: tag, Holder: *want.Spec.HolderIdentity, name: got.Name, uid: got.UID, owner: a.Leases}, nil
+	return a.claim(tag, want, got), nil
+}
+
+// claim is the claim that creating want made (got, as the server stored it).
+func (a *Allocator) claim(tag uint8, want, got *coordinationv1.Lease) *Claim {
+	c := &Claim{Tag: tag, Holder: *want.Spec.HolderIdentity, name: got.Name, uid: got.UID, owner: a.Leases}
+	c.wrote()
+	return c
+}
+
+// wrote notes that the claim's Lease was written just now.
+func (c *Claim) wrote() {
+	now := time.Now()
+	c.renewed.Store(&now)
 }
 
 // Stamped is when the API server last wrote l: the latest of its
@@ -217,27 +235,47 @@ const ClaimDuration = 15 * time.Second
 
 // Hold renews the claim every ClaimDuration/3 until ctx ends, so that it
 // stays live while the trace runs. Each renewal is an update whose time the
-// API server stamps (managedFields), which is what Expired reads. It stops
-// when the Lease is no longer ours; a failed renewal is retried at the next
-// tick (an API server restart takes less than a claim's duration).
+// API server stamps (managedFields), which is what Expired reads. The
+// period counts from the claim's last write, not from Hold's start: a run
+// that keeps its claims hands one from trace to trace, each with a Hold of
+// its own and shorter than the period, and a Hold that started its clock
+// afresh never renewed it (a matrix's claims expired 15 s into the run,
+// and a second plugin took them over while the first still traced with
+// them). It stops when the Lease is no longer ours; a failed renewal is
+// retried a period later (an API server restart takes less than a claim's
+// duration).
 func (c *Claim) Hold(ctx context.Context, local func() time.Time) {
 	every := c.renewEvery
 	if every == 0 {
 		every = ClaimDuration / 3
 	}
-	t := time.NewTicker(every)
-	defer t.Stop()
+	var retry time.Duration
 	for {
-		select {
-		case <-ctx.Done():
+		wait := retry
+		if wait == 0 {
+			wait = every
+			if last := c.renewed.Load(); last != nil {
+				wait -= time.Since(*last)
+			}
+		}
+		if wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+		}
+		if ctx.Err() != nil {
 			return
-		case <-t.C:
 		}
 		cur, err := c.owner.Get(ctx, c.name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) || (err == nil && cur.UID != c.uid) {
 			c.lost.Store(true)
 			return
 		}
+		retry = every
 		if err != nil {
 			continue
 		}
@@ -245,7 +283,10 @@ func (c *Claim) Hold(ctx context.Context, local func() time.Time) {
 		// the update a real write.
 		rt := metav1.NewMicroTime(local())
 		cur.Spec.RenewTime = &rt
-		_, _ = c.owner.Update(ctx, cur, metav1.UpdateOptions{FieldManager: labels.Manager})
+		if _, err := c.owner.Update(ctx, cur, metav1.UpdateOptions{FieldManager: labels.Manager}); err == nil {
+			c.wrote()
+			retry = 0
+		}
 	}
 }
 
