@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"sync"
 	"time"
 
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/exitcode"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/outcome"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/tagalloc"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/traceflow"
 )
 
@@ -98,7 +100,14 @@ func (r *Runner) RunAll(ctx context.Context, traces []Trace) []Result {
 	}
 	var wg sync.WaitGroup
 	queues := map[string]*sync.Mutex{}
-	for i := range traces {
+	// again are the traces that found every tag taken: other plugins'
+	// runs held the rest of the pool while this run's own tags were all in
+	// use. They run once more when every other trace has ended, when the
+	// run's tags are idle (a run keeps them, tagalloc.Local.Keep) and
+	// serve them without asking; only a trace that fails so a second time
+	// is reported so.
+	var again []int
+	start := func(i int, last bool) {
 		slots := traces[i].tags(cap(sem))
 		var queue *sync.Mutex
 		if k := traces[i].answerQueue(); k != "" {
@@ -112,7 +121,7 @@ func (r *Runner) RunAll(ctx context.Context, traces []Trace) []Result {
 			results[i] = Result{Ended: outcome.Ended{Verdict: outcome.Incomplete}, Code: exitcode.Timeout, Started: now, Done: now,
 				Err: errors.New("not run: the check was interrupted before this trace started")}
 			report(i, &results[i])
-			continue
+			return
 		}
 		wg.Add(1)
 		go func() {
@@ -128,9 +137,23 @@ func (r *Runner) RunAll(ctx context.Context, traces []Trace) []Result {
 			}
 			report(i, nil)
 			res := r.Run(ctx, traces[i])
+			if !last && errors.Is(res.Err, tagalloc.ErrExhausted) {
+				mu.Lock()
+				again = append(again, i)
+				mu.Unlock()
+				return
+			}
 			results[i] = res
 			report(i, &res)
 		}()
+	}
+	for i := range traces {
+		start(i, false)
+	}
+	wg.Wait()
+	sort.Ints(again)
+	for _, i := range again {
+		start(i, true)
 	}
 	wg.Wait()
 	return results

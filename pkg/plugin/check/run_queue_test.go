@@ -2,14 +2,20 @@ package check
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net/netip"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/exitcode"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/outcome"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/resolve"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/tagalloc"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/traceflow"
 )
 
@@ -119,5 +125,51 @@ func TestRoundTripsWithICMPAnswersQueueBySource(t *testing.T) {
 		if got := tc.tr.answerQueue(); got != tc.want {
 			t.Errorf("queue of %+v: %q, want %q", tc.tr.Result, got, tc.want)
 		}
+	}
+}
+
+// A trace that finds every tag taken (other plugins hold the rest of the
+// pool) runs again once every other trace has ended, and only a second
+// such failure is its result.
+func TestTraceWithoutATagRunsAgainAtTheEnd(t *testing.T) {
+	traces := make([]Trace, 6)
+	for i := range traces {
+		traces[i] = Trace{Case: Case{Name: strconv.Itoa(i)}}
+		traces[i].Name = strconv.Itoa(i)
+	}
+	exhausted := fmt.Errorf("claim: %w: wait for them to finish", tagalloc.ErrExhausted)
+	var mu sync.Mutex
+	var order []string
+	tries := map[string]int{}
+	r := &Runner{Parallel: 2, Now: time.Now, Run: func(_ context.Context, tr Trace) Result {
+		mu.Lock()
+		defer mu.Unlock()
+		tries[tr.Name]++
+		order = append(order, tr.Name)
+		switch {
+		case tr.Name == "1" && tries["1"] == 1, tr.Name == "4":
+			return Result{Ended: outcome.Ended{Verdict: outcome.Incomplete}, Code: exitcode.Setup, Err: exhausted}
+		}
+		return Result{Ended: outcome.Ended{Verdict: outcome.Delivered}}
+	}}
+	var ends []int
+	r.Progress = func(i int, res *Result) {
+		if res != nil {
+			ends = append(ends, i)
+		}
+	}
+	results := r.RunAll(context.Background(), traces)
+	if results[1].Verdict != outcome.Delivered || tries["1"] != 2 {
+		t.Errorf("trace 1: %+v after %d tries, want delivered on its second", results[1], tries["1"])
+	}
+	if !errors.Is(results[4].Err, tagalloc.ErrExhausted) || tries["4"] != 2 {
+		t.Errorf("trace 4: %+v after %d tries, want the exhaustion after two", results[4], tries["4"])
+	}
+	last := slices.Sorted(slices.Values(order[len(order)-2:]))
+	if got := strings.Join(last, ","); got != "1,4" {
+		t.Errorf("tries in order %v: the second tries must come after every other trace", order)
+	}
+	if len(ends) != len(traces) {
+		t.Errorf("%d results reported for %d traces: %v", len(ends), len(traces), ends)
 	}
 }
