@@ -118,6 +118,47 @@ func TestMatrixAgreesWithRealTraffic(t *testing.T) {
 	assertNothingLeft(t)
 }
 
+// Two matrices of one namespace at once, each asking for the whole tag
+// pool (--parallel 14: seven round trips at once, two tags each): the
+// pool cannot hold both, so cells of one find every tag taken. Each cell
+// of both must complete and equal real traffic: a cell that found no tag
+// runs again at its run's end, on the run's own tags (before, such cells
+// failed with exit 4), and no two traces ever share a tag.
+func TestMatricesAtOnceAgreeWithRealTraffic(t *testing.T) {
+	requireLab(t)
+	ns := namespace(t, "matrix-twice")
+	matrixNamespace(t, ns, "from: [{podSelector: {matchLabels: {app: client}}}]")
+	ips := podIPs(waitPods(t, ns, "client-1", "web-1", "web-2"))
+	waitMatrixPolicies(t, ns, ips)
+	runs := make([]matrixRun, 2)
+	t.Run("at once", func(t *testing.T) {
+		for i := range runs {
+			t.Run(fmt.Sprint(i+1), func(t *testing.T) {
+				t.Parallel()
+				runs[i] = runMatrix(t, "-n", ns, "--parallel", "14", "-o", "json")
+			})
+		}
+	})
+	for i, r := range runs {
+		if r.code != 0 || len(r.cells) != 12 {
+			t.Fatalf("matrix %d: exit %d with %d cells, want 0 with 12 (every cell completed)", i+1, r.code, len(r.cells))
+		}
+	}
+	real := realTrafficOfCells(t, ns, runs[0].cells, ips)
+	want := map[string]string{}
+	for i, c := range runs[0].cells {
+		want[c.From+" "+c.To+" "+c.Port] = stateFor[real[i]]
+	}
+	for i, r := range runs {
+		for _, c := range r.cells {
+			if w := want[c.From+" "+c.To+" "+c.Port]; c.State != w {
+				t.Errorf("matrix %d, cell %s -> %s %s: real traffic says %s; it is %s (%s)", i+1, c.From, c.To, c.Port, w, c.State, c.Message)
+			}
+		}
+	}
+	assertNothingLeft(t)
+}
+
 // waitMatrixPolicies waits until the dataplane enforces each of the
 // matrix's rules on each node it applies on: the cells are traced once,
 // and their real traffic is sent after, so a rule still on its way when

@@ -244,10 +244,11 @@ var holdsIn = map[string][]string{
 	"TestCheckSecondInterruptCleansUp": labOnly,
 	"TestTraceAllEndpoints":            labOnly,
 	// The connectivity matrix (issue 27).
-	"TestMatrixAgreesWithRealTraffic":     everyMode,
-	"TestMatrixExpectedFile":              labOnly,
-	"TestMatrixInterruptLeavesNothing":    labOnly,
-	"TestTraceSecondInterruptExitsAtOnce": everyMode,
+	"TestMatrixAgreesWithRealTraffic":        everyMode,
+	"TestMatricesAtOnceAgreeWithRealTraffic": labOnly,
+	"TestMatrixExpectedFile":                 labOnly,
+	"TestMatrixInterruptLeavesNothing":       labOnly,
+	"TestTraceSecondInterruptExitsAtOnce":    everyMode,
 	// The fault campaign (issue 15).
 	"TestFaultCleanupWhileAnotherTraceRuns": labOnly,
 	"TestFaultRBACVerbMissing":              labOnly,

@@ -79,6 +79,10 @@ type Runner struct {
 	Parallel int
 	Run      RunFunc
 	Now      func() time.Time
+	// WaitTag, if set, waits before a trace that found every tag taken
+	// at the end of the run tries again (Tracing.WaitTag), and reports
+	// false where ctx ended first.
+	WaitTag func(ctx context.Context) bool
 	// Progress, if set, hears of every trace that starts (r is nil) and
 	// ends; calls come from the runner's goroutines, one at a time.
 	Progress func(i int, r *Result)
@@ -105,8 +109,11 @@ func (r *Runner) RunAll(ctx context.Context, traces []Trace) []Result {
 	// use. They run once more when every other trace has ended, when the
 	// run's tags are idle (a run keeps them, tagalloc.Local.Keep) and
 	// serve them without asking; only a trace that fails so a second time
-	// is reported so.
+	// is reported so. Where the run holds too few tags for even one
+	// (another run took the pool first), those traces wait for tags one
+	// at a time, each for up to its own timeout (starved).
 	var again []int
+	var starved sync.Mutex
 	start := func(i int, last bool) {
 		slots := traces[i].tags(cap(sem))
 		var queue *sync.Mutex
@@ -137,6 +144,11 @@ func (r *Runner) RunAll(ctx context.Context, traces []Trace) []Result {
 			}
 			report(i, nil)
 			res := r.Run(ctx, traces[i])
+			if last && errors.Is(res.Err, tagalloc.ErrExhausted) && r.WaitTag != nil {
+				starved.Lock()
+				res = r.untilTagged(ctx, traces[i], res)
+				starved.Unlock()
+			}
 			if !last && errors.Is(res.Err, tagalloc.ErrExhausted) {
 				mu.Lock()
 				again = append(again, i)
@@ -157,6 +169,22 @@ func (r *Runner) RunAll(ctx context.Context, traces []Trace) []Result {
 	}
 	wg.Wait()
 	return results
+}
+
+// untilTagged runs t again until it no longer finds every tag taken
+// (res says it did), waiting (WaitTag) before each try, for up to t's
+// timeout (20 s where it has none); then res is the last try's.
+func (r *Runner) untilTagged(ctx context.Context, t Trace, res Result) Result {
+	limit := t.Timeout
+	if limit <= 0 {
+		limit = 20 * time.Second
+	}
+	waiting, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	for errors.Is(res.Err, tagalloc.ErrExhausted) && r.WaitTag(waiting) {
+		res = r.Run(ctx, t)
+	}
+	return res
 }
 
 // acquire takes n slots of sem, and reports false if ctx ended first

@@ -173,3 +173,50 @@ func TestTraceWithoutATagRunsAgainAtTheEnd(t *testing.T) {
 		t.Errorf("%d results reported for %d traces: %v", len(ends), len(traces), ends)
 	}
 }
+
+// A trace that finds every tag taken again at the end of the run waits
+// (WaitTag) and tries again until it gets its tags, for up to its own
+// timeout; such traces wait one at a time.
+func TestStarvedTraceWaitsForATag(t *testing.T) {
+	traces := []Trace{{Name: "a", Timeout: time.Minute}, {Name: "b", Timeout: time.Minute}, {Name: "never", Timeout: 50 * time.Millisecond}}
+	exhausted := fmt.Errorf("claim: %w", tagalloc.ErrExhausted)
+	var mu sync.Mutex
+	tries, waits, waiting, most := map[string]int{}, 0, 0, 0
+	r := &Runner{Parallel: 4, Now: time.Now,
+		Run: func(_ context.Context, tr Trace) Result {
+			mu.Lock()
+			defer mu.Unlock()
+			tries[tr.Name]++
+			// a and b get their tags on their fourth try; never never does.
+			if tr.Name == "never" || tries[tr.Name] < 4 {
+				return Result{Ended: outcome.Ended{Verdict: outcome.Incomplete}, Code: exitcode.Setup, Err: exhausted}
+			}
+			return Result{Ended: outcome.Ended{Verdict: outcome.Delivered}}
+		},
+		WaitTag: func(ctx context.Context) bool {
+			mu.Lock()
+			waits++
+			waiting++
+			most = max(most, waiting)
+			mu.Unlock()
+			defer func() { mu.Lock(); waiting--; mu.Unlock() }()
+			select {
+			case <-ctx.Done():
+				return false
+			case <-time.After(time.Millisecond):
+				return true
+			}
+		}}
+	results := r.RunAll(context.Background(), traces)
+	for _, i := range []int{0, 1} {
+		if results[i].Verdict != outcome.Delivered || tries[traces[i].Name] != 4 {
+			t.Errorf("trace %s: %+v after %d tries, want delivered on the fourth", traces[i].Name, results[i], tries[traces[i].Name])
+		}
+	}
+	if !errors.Is(results[2].Err, tagalloc.ErrExhausted) || tries["never"] < 3 {
+		t.Errorf("trace never: %+v after %d tries, want the exhaustion once its 50ms were up", results[2], tries["never"])
+	}
+	if most != 1 {
+		t.Errorf("%d traces waited for tags at once, want one at a time", most)
+	}
+}

@@ -53,6 +53,29 @@ func (tr *Tracing) RunFunc() RunFunc {
 	}
 }
 
+// TagPoll is how long a trace that found every tag taken at the end of a
+// run waits before it asks again (WaitTag). The tags other plugins hold
+// come free when their traces end, which only the API server can tell;
+// asking every second costs a few requests while the run is starved.
+const TagPoll = time.Second
+
+// WaitTag is the runner's wait for a tag (Runner.WaitTag): it gives up
+// the tags the run keeps idle, which a round trip could not use alone and
+// another run may need, and waits TagPoll, or less where ctx ends.
+func (tr *Tracing) WaitTag(ctx context.Context) bool {
+	y, cancel := context.WithTimeout(ctx, 5*time.Second)
+	_ = tr.Options.Tags.Yield(y) // a claim not deleted expires by itself
+	cancel()
+	t := time.NewTimer(TagPoll)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
 // probe is the packet of t: the run's, over IPv6 where the case's
 // addresses say so.
 func (tr *Tracing) probe(t Trace) tracerun.Probe {

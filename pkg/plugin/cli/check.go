@@ -277,7 +277,7 @@ func (o *CheckOptions) Run(ctx context.Context) error {
 	tracing := o.tracing(clients)
 	closePool := tracing.ShareHelpers(ctx, o.shareHelpers, traces, o.parallel, "tfcheck-"+o.deps.Suffix())
 	rep := newSuiteReporter(o, traces)
-	runner := &check.Runner{Parallel: o.parallel, Now: time.Now, Run: tracing.RunFunc(), Progress: rep.progress}
+	runner := &check.Runner{Parallel: o.parallel, Now: time.Now, Run: tracing.RunFunc(), WaitTag: tracing.WaitTag, Progress: rep.progress}
 	results := runner.RunAll(ctx, traces)
 	poolErr := closePool()
 	code := check.Code(results)

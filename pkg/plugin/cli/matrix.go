@@ -194,7 +194,7 @@ func (o *MatrixOptions) Run(ctx context.Context) error {
 	tracing := o.run.tracing(clients)
 	closePool := tracing.ShareHelpers(ctx, o.run.shareHelpers, traces, o.run.parallel, "tfmatrix-"+o.run.deps.Suffix())
 	rep := newMatrixReporter(o, clients, g, traces, cells)
-	runner := &check.Runner{Parallel: o.run.parallel, Now: time.Now, Run: tracing.RunFunc(), Progress: rep.progress}
+	runner := &check.Runner{Parallel: o.run.parallel, Now: time.Now, Run: tracing.RunFunc(), WaitTag: tracing.WaitTag, Progress: rep.progress}
 	results := runner.RunAll(ctx, traces)
 	poolErr := closePool()
 	return o.finish(rep, results, started, poolErr)

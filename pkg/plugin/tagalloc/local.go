@@ -174,3 +174,26 @@ func (c *Claim) remove(ctx context.Context) error {
 	}
 	return nil
 }
+
+// Yield deletes the claims l keeps idle, and goes on keeping those its
+// traces release later. A run that waits for tags calls it first: a round
+// trip takes two, and a run sitting on one it cannot use alone would keep
+// another run, waiting the same way, from ever having two.
+func (l *Local) Yield(ctx context.Context) error {
+	if l == nil {
+		return nil
+	}
+	l.mu.Lock()
+	idle := l.idle
+	l.idle = nil
+	for _, ic := range idle {
+		ic.stop()
+	}
+	l.mu.Unlock()
+	var errs []error
+	for _, ic := range idle {
+		errs = append(errs, ic.c.remove(ctx))
+		l.put(ic.c.Tag)
+	}
+	return errors.Join(errs...)
+}

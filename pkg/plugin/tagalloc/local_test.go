@@ -167,3 +167,43 @@ func TestKeptClaimHandedOnIsRenewed(t *testing.T) {
 		t.Fatalf("%d renewals in %s with a renewal due every %s", updates, time.Since(start).Round(time.Millisecond), every)
 	}
 }
+
+// Yield deletes the run's idle claims, so that another run may take the
+// tags; claims released later are kept again.
+func TestYieldGivesUpIdleClaims(t *testing.T) {
+	s := newServer(time.Now())
+	run := NewLocal()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	run.Keep(ctx, "run")
+	a := s.alloc()
+	a.Local = run
+	busy, err := a.Acquire(ctx, "busy", time.Minute, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	idle, err := a.Acquire(ctx, "idle", time.Minute, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := idle.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := run.Yield(ctx); err != nil {
+		t.Fatal(err)
+	}
+	leases := s.cs.CoordinationV1().Leases("traceflow-system")
+	if _, err := leases.Get(ctx, idle.name, metav1.GetOptions{}); err == nil {
+		t.Fatal("the idle claim's Lease is still there after Yield")
+	}
+	other, err := s.alloc().Acquire(ctx, "other", time.Minute, map[uint8]bool{busy.Tag: true})
+	if err != nil || other.Tag != idle.Tag {
+		t.Fatalf("another plugin's claim %+v (%v), want the yielded tag %d", other, err, idle.Tag)
+	}
+	if err := busy.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if again, err := a.Acquire(ctx, "next", time.Minute, nil); err != nil || again != busy {
+		t.Fatalf("claim %+v (%v): a claim released after Yield must be kept", again, err)
+	}
+}
