@@ -74,6 +74,17 @@ func matrixNamespace(t testing.TB, ns, allowWeb string) {
 		matrixPolicies(ns, allowWeb))
 }
 
+// readyMatrixNamespace makes the matrix's namespace in ns, with web
+// allowed from client, and waits until its pods run and its rules are in
+// force; it returns the pods' addresses by name.
+func readyMatrixNamespace(t testing.TB, ns string) map[string]string {
+	t.Helper()
+	matrixNamespace(t, ns, "from: [{podSelector: {matchLabels: {app: client}}}]")
+	ips := podIPs(waitPods(t, ns, "client-1", "web-1", "web-2"))
+	waitMatrixPolicies(t, ns, ips)
+	return ips
+}
+
 func matrixPolicies(ns, allowWeb string) string {
 	return netpol{ns: ns, name: "allow-web", app: "web", ingress: []string{tcpRule(allowWeb, 80)}}.yaml() +
 		netpol{ns: ns, name: "allow-client", app: "client", ingress: []string{tcpRule("from: [{podSelector: {matchLabels: {app: web}}}]", 81)}}.yaml()
@@ -88,9 +99,7 @@ var stateFor = map[outcome]string{served: "delivered", refused: "refused", timed
 func TestMatrixAgreesWithRealTraffic(t *testing.T) {
 	requireLab(t)
 	ns := namespace(t, "matrix")
-	matrixNamespace(t, ns, "from: [{podSelector: {matchLabels: {app: client}}}]")
-	ips := podIPs(waitPods(t, ns, "client-1", "web-1", "web-2"))
-	waitMatrixPolicies(t, ns, ips)
+	ips := readyMatrixNamespace(t, ns)
 	r := runMatrix(t, "-n", ns, "-o", "json")
 	if r.code != 0 {
 		t.Fatalf("exit %d, want 0 (every cell completed)", r.code)
@@ -127,9 +136,7 @@ func TestMatrixAgreesWithRealTraffic(t *testing.T) {
 func TestMatricesAtOnceAgreeWithRealTraffic(t *testing.T) {
 	requireLab(t)
 	ns := namespace(t, "matrix-twice")
-	matrixNamespace(t, ns, "from: [{podSelector: {matchLabels: {app: client}}}]")
-	ips := podIPs(waitPods(t, ns, "client-1", "web-1", "web-2"))
-	waitMatrixPolicies(t, ns, ips)
+	ips := readyMatrixNamespace(t, ns)
 	runs := make([]matrixRun, 2)
 	t.Run("at once", func(t *testing.T) {
 		for i := range runs {

@@ -14,13 +14,7 @@ import (
 // without an API call, claims under its own name, renews what it keeps,
 // and deletes it all on Close; a claim released after Close is deleted.
 func TestKeptClaimsServeTheRunsNextTraces(t *testing.T) {
-	s := newServer(time.Now())
-	run := NewLocal()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	run.Keep(ctx, "tfmatrix-x")
-	a := s.alloc()
-	a.Local = run
+	s, run, a, ctx := keepingRun(t, "tfmatrix-x")
 	first, err := a.Acquire(ctx, "cell-1", time.Minute, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -80,13 +74,7 @@ func TestKeptClaimsServeTheRunsNextTraces(t *testing.T) {
 // A kept claim whose Lease is no longer the run's (deleted, then taken by
 // another plugin) is never handed out again.
 func TestKeptClaimLostIsNotReused(t *testing.T) {
-	s := newServer(time.Now())
-	run := NewLocal()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	run.Keep(ctx, "run")
-	a := s.alloc()
-	a.Local = run
+	s, _, a, ctx := keepingRun(t, "run")
 	c, err := a.Acquire(ctx, "cell", time.Minute, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -127,13 +115,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // were never renewed, expired 15 s into the run, and another plugin took
 // them over while the run still traced with them).
 func TestKeptClaimHandedOnIsRenewed(t *testing.T) {
-	s := newServer(time.Now())
-	run := NewLocal()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	run.Keep(ctx, "run")
-	a := s.alloc()
-	a.Local = run
+	s, _, a, ctx := keepingRun(t, "run")
 	const every = 40 * time.Millisecond
 	start := time.Now()
 	var first *Claim
@@ -171,13 +153,7 @@ func TestKeptClaimHandedOnIsRenewed(t *testing.T) {
 // Yield deletes the run's idle claims, so that another run may take the
 // tags; claims released later are kept again.
 func TestYieldGivesUpIdleClaims(t *testing.T) {
-	s := newServer(time.Now())
-	run := NewLocal()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	run.Keep(ctx, "run")
-	a := s.alloc()
-	a.Local = run
+	s, run, a, ctx := keepingRun(t, "run")
 	busy, err := a.Acquire(ctx, "busy", time.Minute, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -206,4 +182,18 @@ func TestYieldGivesUpIdleClaims(t *testing.T) {
 	if again, err := a.Acquire(ctx, "next", time.Minute, nil); err != nil || again != busy {
 		t.Fatalf("claim %+v (%v): a claim released after Yield must be kept", again, err)
 	}
+}
+
+// keepingRun is a run that keeps its claims, named name, with its
+// allocator on a fake API server; the run's context ends with the test.
+func keepingRun(t *testing.T, name string) (*server, *Local, *Allocator, context.Context) {
+	t.Helper()
+	s := newServer(time.Now())
+	run := NewLocal()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	run.Keep(ctx, name)
+	a := s.alloc()
+	a.Local = run
+	return s, run, a, ctx
 }
