@@ -131,8 +131,9 @@ func TestMatrixAgreesWithRealTraffic(t *testing.T) {
 // pool (--parallel 14: seven round trips at once, two tags each): the
 // pool cannot hold both, so cells of one find every tag taken. Each cell
 // of both must complete and equal real traffic: a cell that found no tag
-// runs again at its run's end, on the run's own tags (before, such cells
-// failed with exit 4), and no two traces ever share a tag.
+// runs again at its run's end, on the run's own tags or, where its run
+// holds too few, once the other run's come free (before, such cells
+// failed with exit 4); and no two traces ever share a tag.
 func TestMatricesAtOnceAgreeWithRealTraffic(t *testing.T) {
 	requireLab(t)
 	ns := namespace(t, "matrix-twice")
