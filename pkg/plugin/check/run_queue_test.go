@@ -134,7 +134,6 @@ func TestRoundTripsWithICMPAnswersQueueBySource(t *testing.T) {
 func TestTraceWithoutATagRunsAgainAtTheEnd(t *testing.T) {
 	traces := make([]Trace, 6)
 	for i := range traces {
-		traces[i] = Trace{Case: Case{Name: strconv.Itoa(i)}}
 		traces[i].Name = strconv.Itoa(i)
 	}
 	exhausted := fmt.Errorf("claim: %w: wait for them to finish", tagalloc.ErrExhausted)
@@ -146,8 +145,7 @@ func TestTraceWithoutATagRunsAgainAtTheEnd(t *testing.T) {
 		defer mu.Unlock()
 		tries[tr.Name]++
 		order = append(order, tr.Name)
-		switch {
-		case tr.Name == "1" && tries["1"] == 1, tr.Name == "4":
+		if tr.Name == "1" && tries["1"] == 1 || tr.Name == "4" {
 			return Result{Ended: outcome.Ended{Verdict: outcome.Incomplete}, Code: exitcode.Setup, Err: exhausted}
 		}
 		return Result{Ended: outcome.Ended{Verdict: outcome.Delivered}}
@@ -181,7 +179,7 @@ func TestStarvedTraceWaitsForATag(t *testing.T) {
 	traces := []Trace{{Name: "a", Timeout: time.Minute}, {Name: "b", Timeout: time.Minute}, {Name: "never", Timeout: 50 * time.Millisecond}}
 	exhausted := fmt.Errorf("claim: %w", tagalloc.ErrExhausted)
 	var mu sync.Mutex
-	tries, waits, waiting, most := map[string]int{}, 0, 0, 0
+	tries, waiting, most := map[string]int{}, 0, 0
 	r := &Runner{Parallel: 4, Now: time.Now,
 		Run: func(_ context.Context, tr Trace) Result {
 			mu.Lock()
@@ -195,7 +193,6 @@ func TestStarvedTraceWaitsForATag(t *testing.T) {
 		},
 		WaitTag: func(ctx context.Context) bool {
 			mu.Lock()
-			waits++
 			waiting++
 			most = max(most, waiting)
 			mu.Unlock()
