@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -152,13 +153,25 @@ func (p *Pod) UDPEchoAfter(ctx context.Context, port int, delay time.Duration) e
 }
 
 // Pinger sends numbered UDP echo requests from a pod and counts replies,
-// a ping that needs no ping binary.
+// a ping that needs no ping binary. It sends on its interval whatever the
+// replies do (one slow reply does not hold the next pings back) and keeps
+// when each ping went, so that a loss can be placed in time.
 type Pinger struct {
+	// Sent and Received are set once the pinger has stopped (Wait).
 	Sent, Received int
+	start          time.Time
+	mu             sync.Mutex
+	sentAt         []time.Time // by sequence number
+	answered       []bool
 	done           chan struct{}
 }
 
-// StartPinger pings addr (UDP echo) every interval until Stop.
+// pingGrace is how long a reply may take: one counts however late it is
+// within it, so that a busy CI machine is not mistaken for a lossy network.
+const pingGrace = time.Second
+
+// StartPinger pings addr (UDP echo) every interval until ctx ends, then
+// waits up to pingGrace for the replies still due.
 func (p *Pod) StartPinger(ctx context.Context, addr string, interval time.Duration) (*Pinger, error) {
 	var conn net.Conn
 	if err := p.In(func() error {
@@ -168,42 +181,90 @@ func (p *Pod) StartPinger(ctx context.Context, addr string, interval time.Durati
 	}); err != nil {
 		return nil, err
 	}
-	pg := &Pinger{done: make(chan struct{})}
+	pg := &Pinger{start: time.Now(), done: make(chan struct{})}
+	replies := make(chan struct{})
+	go pg.readReplies(conn, replies)
 	go func() {
 		defer close(pg.done)
-		defer func() { _ = conn.Close() }()
-		buf := make([]byte, 64)
-		t := time.NewTicker(interval)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			msg := fmt.Sprintf("ping %d", pg.Sent)
-			pg.Sent++
-			if _, err := conn.Write([]byte(msg)); err != nil {
-				continue
-			}
-			// A reply counts however late it is (within a second), so that
-			// a busy CI machine is not mistaken for a lossy network.
-			deadline := time.Now().Add(time.Second)
-			for {
-				_ = conn.SetReadDeadline(deadline)
-				n, err := conn.Read(buf)
-				if err != nil {
-					break
-				}
-				if string(buf[:n]) == msg {
-					pg.Received++
-					break
-				}
+		pg.send(ctx, conn, interval)
+		pg.mu.Lock()
+		last := pg.start
+		if n := len(pg.sentAt); n > 0 {
+			last = pg.sentAt[n-1]
+		}
+		pg.mu.Unlock()
+		_ = conn.SetReadDeadline(last.Add(pingGrace))
+		<-replies
+		_ = conn.Close()
+		pg.mu.Lock()
+		defer pg.mu.Unlock()
+		pg.Sent = len(pg.sentAt)
+		for _, ok := range pg.answered {
+			if ok {
+				pg.Received++
 			}
 		}
 	}()
 	return pg, nil
 }
 
+func (pg *Pinger) send(ctx context.Context, conn net.Conn, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		pg.mu.Lock()
+		seq := len(pg.sentAt)
+		pg.sentAt = append(pg.sentAt, time.Now())
+		pg.answered = append(pg.answered, false)
+		pg.mu.Unlock()
+		_, _ = conn.Write([]byte(fmt.Sprintf("ping %d", seq)))
+	}
+}
+
+// readReplies marks the pings answered until the connection's read
+// deadline or an error, then closes done.
+func (pg *Pinger) readReplies(conn net.Conn, done chan<- struct{}) {
+	defer close(done)
+	buf := make([]byte, 64)
+	for {
+		n, err := conn.Read(buf)
+		var ne net.Error
+		if errors.Is(err, net.ErrClosed) || errors.As(err, &ne) && ne.Timeout() {
+			return
+		}
+		if err != nil {
+			continue // an ICMP error for one ping (the echo server not up yet)
+		}
+		var seq int
+		if _, err := fmt.Sscanf(string(buf[:n]), "ping %d", &seq); err != nil {
+			continue
+		}
+		pg.mu.Lock()
+		if seq >= 0 && seq < len(pg.answered) && time.Since(pg.sentAt[seq]) <= pingGrace {
+			pg.answered[seq] = true
+		}
+		pg.mu.Unlock()
+	}
+}
+
 // Wait waits for the pinger to stop after its context ended.
 func (pg *Pinger) Wait() { <-pg.done }
+
+// Unanswered says when each unanswered ping went, as offsets from
+// since; call it after Wait.
+func (pg *Pinger) Unanswered(since time.Time) []time.Duration {
+	pg.mu.Lock()
+	defer pg.mu.Unlock()
+	var lost []time.Duration
+	for i, ok := range pg.answered {
+		if !ok {
+			lost = append(lost, pg.sentAt[i].Sub(since))
+		}
+	}
+	return lost
+}

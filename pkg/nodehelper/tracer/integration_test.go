@@ -571,6 +571,7 @@ func TestIntegrationIsolation(t *testing.T) {
 		report string
 	}
 	results := make(chan res, 2)
+	tracesBegan := time.Now()
 	for i, dir := range [][2]*ovstest.Pod{{o.a, o.b}, {o.b, o.a}} {
 		tag := uint8(40 + i)
 		spec := tracer.TraceSpec{Common: common(o.n, tag, nil, t), SourcePod: dir[0].Ref(), Destination: dir[1].IP, Protocol: probe.TCP, DstPort: 80, TCPFlags: 0x02}
@@ -597,11 +598,13 @@ func TestIntegrationIsolation(t *testing.T) {
 			t.Errorf("a concurrent trace reported %d observations", n)
 		}
 	}
+	tracesTook := time.Since(tracesBegan)
 	time.Sleep(100 * time.Millisecond)
 	stopPing()
 	pinger.Wait()
 	if pinger.Sent < 20 || pinger.Received != pinger.Sent {
-		t.Fatalf("background ping: %d sent, %d answered; want all answered", pinger.Sent, pinger.Received)
+		t.Fatalf("background ping: %d sent, %d answered; want all answered (the traces ran from 0 to %v; unanswered pings went at %v)",
+			pinger.Sent, pinger.Received, tracesTook, pinger.Unanswered(tracesBegan))
 	}
 	t.Logf("background ping: %d sent, %d answered", pinger.Sent, pinger.Received)
 }
