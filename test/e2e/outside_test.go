@@ -215,10 +215,12 @@ func TestOutsideLeavesRealConnectionsAlone(t *testing.T) {
 	stop := startSoak(t, nil, filepath.Join(repoRoot(), "bin", "lab", "workload"), "soak", "-timeout", oracleTimeout, fmt.Sprintf("http://%s:%d/", p.dst, port))
 	for i := range 10 {
 		for _, n := range labNodes {
-			r := runTrace(t, labHostIP, "node/"+n.name, "--tcp", strconv.Itoa(port), "--round-trip")
-			if r.code != 0 {
-				t.Errorf("round trip %d via %s: exit %d, want 0 (answered)", i, n.name, r.code)
-			}
+			logWindow(t, fmt.Sprintf("round trip %d via %s", i, n.name), func() {
+				r := runTrace(t, labHostIP, "node/"+n.name, "--tcp", strconv.Itoa(port), "--round-trip")
+				if r.code != 0 {
+					t.Errorf("round trip %d via %s: exit %d, want 0 (answered)", i, n.name, r.code)
+				}
+			})
 		}
 	}
 	stop(20)

@@ -44,17 +44,22 @@ func TestRoundTripLeavesRealConnectionsAlone(t *testing.T) {
 	stop := startSoak(t, kubectlEnv(), "kubectl", "exec", "-i", "-n", ns, "a", "--", "/workload", "soak", "-timeout", oracleTimeout, "http://"+b+":80/")
 	const single, suite = 2, 18
 	for i := range single {
-		r := runTrace(t, "-n", ns, "a", "b", "--tcp", "80", "--round-trip")
-		if r.code != 0 {
-			t.Errorf("round trip %d: exit %d, want 0 (answered)", i, r.code)
-		}
+		logWindow(t, fmt.Sprintf("round trip %d", i), func() {
+			r := runTrace(t, "-n", ns, "a", "b", "--tcp", "80", "--round-trip")
+			if r.code != 0 {
+				t.Errorf("round trip %d: exit %d, want 0 (answered)", i, r.code)
+			}
+		})
 	}
 	var cases strings.Builder
 	for i := range suite {
 		fmt.Fprintf(&cases, "- {name: round trip %d, from: {pod: a}, to: {pod: b}, port: 80}\n", single+i)
 	}
-	r := runCheck(t, fmt.Sprintf("apiVersion: %s\nkind: %s\ndefaults: {namespace: %s, roundTrip: true}\ncases:\n%s",
-		check.APIVersion, check.Kind, ns, cases.String()), "-f", "-")
+	var r checkRun
+	logWindow(t, "the suite", func() {
+		r = runCheck(t, fmt.Sprintf("apiVersion: %s\nkind: %s\ndefaults: {namespace: %s, roundTrip: true}\ncases:\n%s",
+			check.APIVersion, check.Kind, ns, cases.String()), "-f", "-")
+	})
 	if r.code != 0 || len(r.cases) != suite {
 		t.Errorf("the suite of %d round trips: exit %d with %d results, want 0 (every one answered) with %d", suite, r.code, len(r.cases), suite)
 	}
@@ -99,8 +104,12 @@ func startSoak(t *testing.T, env []string, name string, args ...string) (stop fu
 		t.Helper()
 		_ = stdin.Close()
 		var last string
+		var failed []string
 		for lines.Scan() {
 			last = lines.Text()
+			if strings.HasPrefix(last, "failure ") {
+				failed = append(failed, last)
+			}
 		}
 		_, _ = io.Copy(io.Discard, stdout)
 		werr := cmd.Wait()
@@ -113,7 +122,19 @@ func startSoak(t *testing.T, env []string, name string, args ...string) (stop fu
 		}
 		count, _ := strconv.Atoi(fields["count"])
 		if werr != nil || fields["result"] != "served" || fields["failures"] != "0" || count < min {
-			t.Errorf("the loop of real requests met failures: %q (%v)", last, werr)
+			t.Errorf("the loop of real requests met failures: %q (%v)\n%s", last, werr, strings.Join(failed, "\n"))
 		}
 	}
+}
+
+// soakStamp is the wall-clock format of a soak's failure lines.
+const soakStamp = "15:04:05.000"
+
+// logWindow runs f and logs when it ran, in the soak's format, so that a
+// request of the loop that failed can be set beside what ran meanwhile.
+func logWindow(t *testing.T, what string, f func()) {
+	t.Helper()
+	began := time.Now()
+	f()
+	t.Logf("%s: from %s to %s", what, began.Format(soakStamp), time.Now().Format(soakStamp))
 }

@@ -14,7 +14,9 @@ import (
 // loop of real connections beside something under test (traces). Its
 // result line counts them and says how many failed and how long the
 // slowest took (a SYN the kernel had to send again takes a second more);
-// it is served (exit 0) only if none failed.
+// it is served (exit 0) only if none failed. Each failure (the first
+// maxFailureLines) has a line of its own before it, saying when its request
+// started.
 func soak(args []string, stdin io.Reader) int {
 	fs, timeout := clientFlags("soak")
 	every := fs.Duration("every", 20*time.Millisecond, "start a request at most this often (a steady load, not a flood)")
@@ -63,9 +65,20 @@ func soak(args []string, stdin io.Reader) int {
 			if firstErr == nil {
 				firstErr = err
 			}
+			if failures <= maxFailureLines {
+				// When it went, to be set beside what ran meanwhile.
+				fmt.Printf("failure at=%s took=%s error=%q\n", t.Format(stampFormat), time.Since(t).Round(time.Millisecond), err.Error())
+			}
 		}
 	}
 }
+
+// maxFailureLines bounds the failure lines a soak prints.
+const maxFailureLines = 20
+
+// stampFormat is the wall-clock time a soak's failure line gives (the e2e
+// tests log their traces' times so: soakStamp).
+const stampFormat = "15:04:05.000"
 
 // soakOutcome is served if nothing failed, else what the first failure met.
 func soakOutcome(failures int, first error) Outcome {
