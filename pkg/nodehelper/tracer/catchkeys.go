@@ -242,8 +242,9 @@ func (s *session) ovsKey() string { return s.c.Rundir + "\x00" + s.c.Bridge }
 // holds them for its whole timeout: a ping waiting that long from the same
 // pod would end incomplete, its receiver on the other node given up (seen
 // on the genuine Antrea). Past the bound the sender goes on with the keys
-// that are free, and says which kinds of answer it could not catch.
-const maxKeyWait = 2 * time.Second
+// that are free, and says which kinds of answer it could not catch. (A
+// variable only so that a test of something else can lift the bound.)
+var maxKeyWait = 2 * time.Second
 
 // keyWait is how long a trace with the given timeout waits for catch keys:
 // maxKeyWait, at most half its timeout.

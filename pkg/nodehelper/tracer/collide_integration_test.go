@@ -24,7 +24,18 @@ import (
 // probe they answer). One trace's catch then replaced the other's, whose
 // answer was reported lost or unanswered (a matrix in ovn mode met it, one
 // cell in about 1,500). Every answer here must be followed to its source.
+//
+// The traces that catch the same kind of answer take their turns (five
+// wait for the ICMP-error catch, three for one TCP source port), and the
+// last waits for all the round trips before it. A sender waits at most 2
+// s for its turn (maxKeyWait: TestIntegrationSilentPortHoldsNoOtherTraceBack
+// is that bound's test), which a loaded machine's eight round trips can
+// exceed (the last then says which answers it could not catch: seen here
+// under -race beside two busy loops, 2 runs in 10). This test is of the
+// turns, not of the bound: the bound is lifted, and the traces given the
+// time to wait.
 func TestIntegrationRoundTripsFromOneSourceAtOnce(t *testing.T) {
+	defer tracer.LiftKeyWait(20 * time.Second)()
 	o := newOneNode(t)
 	for _, p := range []*ovstest.Pod{o.b, o.c} {
 		if err := p.ServeTCP(o.ctx, 80); err != nil {
@@ -62,7 +73,7 @@ func TestIntegrationRoundTripsFromOneSourceAtOnce(t *testing.T) {
 		r := &run{}
 		runs[i] = r
 		r.spec = o.spec(t, uint8(20+i), dsts[c.dst].IP, c.proto, c.port)
-		r.spec.ReplyTag, r.spec.SrcPort = uint8(40+i), c.srcPort
+		r.spec.ReplyTag, r.spec.SrcPort, r.spec.Timeout = uint8(40+i), c.srcPort, 45*time.Second
 		r.spec.Out = report.NewWriter(&r.buf, nil)
 		wg.Add(1)
 		go func() {
