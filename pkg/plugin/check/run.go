@@ -173,7 +173,8 @@ func (r *Runner) RunAll(ctx context.Context, traces []Trace) []Result {
 
 // untilTagged runs t again until it no longer finds every tag taken
 // (res says it did), waiting (WaitTag) before each try, for up to t's
-// timeout (20 s where it has none); then res is the last try's.
+// timeout (20 s where it has none); then res is the last try's, or an
+// interrupted trace's where ctx ended while it waited.
 func (r *Runner) untilTagged(ctx context.Context, t Trace, res Result) Result {
 	limit := t.Timeout
 	if limit <= 0 {
@@ -183,6 +184,12 @@ func (r *Runner) untilTagged(ctx context.Context, t Trace, res Result) Result {
 	defer cancel()
 	for errors.Is(res.Err, tagalloc.ErrExhausted) && r.WaitTag(waiting) {
 		res = r.Run(ctx, t)
+	}
+	if errors.Is(res.Err, tagalloc.ErrExhausted) && ctx.Err() != nil {
+		// Interrupted while it waited: what it met is the interruption,
+		// not a failed setup (exit 3, as for the traces not started).
+		return Result{Ended: outcome.Ended{Verdict: outcome.Incomplete}, Code: exitcode.Timeout, Started: res.Started, Done: r.Now(),
+			Err: errors.New("not run: the check was interrupted while this trace waited for a dataplane tag")}
 	}
 	return res
 }

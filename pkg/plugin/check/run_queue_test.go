@@ -217,3 +217,29 @@ func TestStarvedTraceWaitsForATag(t *testing.T) {
 		t.Errorf("%d traces waited for tags at once, want one at a time", most)
 	}
 }
+
+// A trace interrupted while it waits for a tag says it was interrupted
+// (exit 3, as the traces not started say), not that every tag was taken
+// (a setup failure, exit 4, which would outrank the interruption in the
+// run's exit code).
+func TestTagWaitInterruptedSaysSo(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	exhausted := fmt.Errorf("claim: %w", tagalloc.ErrExhausted)
+	r := &Runner{Parallel: 2, Now: time.Now,
+		Run: func(context.Context, Trace) Result {
+			return Result{Ended: outcome.Ended{Verdict: outcome.Incomplete}, Code: exitcode.Setup, Err: exhausted}
+		},
+		WaitTag: func(wctx context.Context) bool {
+			cancel() // Ctrl-C while the first starved trace waits
+			<-wctx.Done()
+			return false
+		}}
+	results := r.RunAll(ctx, []Trace{{Name: "a", Timeout: time.Minute}, {Name: "b", Timeout: time.Minute}})
+	for i, res := range results {
+		if errors.Is(res.Err, tagalloc.ErrExhausted) || res.Code != exitcode.Timeout || res.Verdict != outcome.Incomplete ||
+			res.Err == nil || !strings.Contains(res.Err.Error(), "interrupted") {
+			t.Errorf("trace %d: code %d, verdict %s, %v; want exit %d, incomplete, interrupted", i, res.Code, res.Verdict, res.Err, exitcode.Timeout)
+		}
+	}
+}
