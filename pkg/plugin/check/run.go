@@ -90,6 +90,15 @@ type Runner struct {
 
 // RunAll runs traces and returns their results in the same order. A
 // trace not started when ctx ends counts as not completed (exit 3).
+//
+// The traces that find every tag taken (other plugins' runs hold the rest
+// of the pool) and find none when they try again as the run's other
+// traces end (flight) are the run's again: they run once more when every
+// other trace has ended, when the run's tags are idle (a run keeps them,
+// tagalloc.Local.Keep) and serve them without asking; only a trace that
+// fails so a second time is reported so. Where the run holds too few tags
+// for even one (another run took the pool first), those traces wait for
+// tags one at a time, each for up to its own timeout (starved).
 func (r *Runner) RunAll(ctx context.Context, traces []Trace) []Result {
 	results := make([]Result, len(traces))
 	sem := make(chan struct{}, max(r.Parallel, 1))
@@ -104,16 +113,10 @@ func (r *Runner) RunAll(ctx context.Context, traces []Trace) []Result {
 	}
 	var wg sync.WaitGroup
 	queues := map[string]*sync.Mutex{}
-	// again are the traces that found every tag taken: other plugins'
-	// runs held the rest of the pool while this run's own tags were all in
-	// use. They run once more when every other trace has ended, when the
-	// run's tags are idle (a run keeps them, tagalloc.Local.Keep) and
-	// serve them without asking; only a trace that fails so a second time
-	// is reported so. Where the run holds too few tags for even one
-	// (another run took the pool first), those traces wait for tags one
-	// at a time, each for up to its own timeout (starved).
+	// again: see the doc comment.
 	var again []int
 	var starved sync.Mutex
+	fl := &flight{}
 	start := func(i int, last bool) {
 		slots := traces[i].tags(cap(sem))
 		var queue *sync.Mutex
@@ -143,7 +146,7 @@ func (r *Runner) RunAll(ctx context.Context, traces []Trace) []Result {
 				defer queue.Unlock()
 			}
 			report(i, nil)
-			res := r.Run(ctx, traces[i])
+			res := r.runInFlight(ctx, fl, traces[i])
 			if last && errors.Is(res.Err, tagalloc.ErrExhausted) && r.WaitTag != nil {
 				starved.Lock()
 				res = r.untilTagged(ctx, traces[i], res)
