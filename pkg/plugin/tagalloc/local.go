@@ -34,7 +34,21 @@ type Local struct {
 	keepAs string
 	life   context.Context
 	idle   []idleClaim
+	// exhaustedAt is when a claim of the run last asked about every tag
+	// the run does not hold and found each another plugin's; until
+	// ExhaustedFor after it, a claim fails so without asking again.
+	exhaustedAt time.Time
+	// clock is time.Now where nil (a test's own otherwise).
+	clock func() time.Time
 }
+
+// ExhaustedFor is how long a run that found the pool taken by other
+// plugins believes it without asking again. Each asking costs two
+// requests per tag the run does not hold: a 420-cell matrix beside another
+// made 3,200 to 4,300 requests, most of them such askings. It is shorter
+// than the wait of a trace starved of tags (check.TagPoll), whose run
+// deletes its idle claims first (Yield, which forgets the finding too).
+const ExhaustedFor = 500 * time.Millisecond
 
 // idleClaim is a claim the run keeps while no trace uses it; stop ends its
 // renewal.
@@ -85,6 +99,47 @@ func (l *Local) take(tag uint8) bool {
 	}
 	l.busy[tag] = true
 	return true
+}
+
+func (l *Local) now() time.Time {
+	if l.clock != nil {
+		return l.clock()
+	}
+	return time.Now()
+}
+
+// recentlyExhausted reports whether a claim of the run found every tag
+// taken less than ExhaustedFor ago. A nil Local remembers nothing.
+func (l *Local) recentlyExhausted() bool {
+	if l == nil {
+		return false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return !l.exhaustedAt.IsZero() && l.now().Sub(l.exhaustedAt) < ExhaustedFor
+}
+
+// sawExhausted records that a claim of the run asked and found every tag
+// taken.
+func (l *Local) sawExhausted() {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.exhaustedAt = l.now()
+}
+
+// freed gives back a tag whose Lease the run deleted (a release without
+// Keep, Yield): it is free now, whatever the run last found.
+func (l *Local) freed(tag uint8) {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.busy, tag)
+	l.exhaustedAt = time.Time{}
 }
 
 // put gives tag back to the run.
@@ -193,7 +248,7 @@ func (l *Local) Yield(ctx context.Context) error {
 	var errs []error
 	for _, ic := range idle {
 		errs = append(errs, ic.c.remove(ctx))
-		l.put(ic.c.Tag)
+		l.freed(ic.c.Tag)
 	}
 	return errors.Join(errs...)
 }

@@ -92,7 +92,9 @@ type Claim struct {
 
 // Acquire claims a free tag for trace, held for ttl (the trace's timeout plus
 // the time to clean up). Tags in inUse (held by other engines, for example
-// Antrea's own traces) are skipped.
+// Antrea's own traces) are skipped. Where a claim of the run found every
+// tag taken less than ExhaustedFor ago, and the run has none idle, it
+// fails so at once.
 func (a *Allocator) Acquire(ctx context.Context, trace string, ttl time.Duration, inUse map[uint8]bool) (*Claim, error) {
 	pool := Pool()
 	start := 0
@@ -101,6 +103,9 @@ func (a *Allocator) Acquire(ctx context.Context, trace string, ttl time.Duration
 	}
 	if c := a.Local.reuse(inUse); c != nil {
 		return c, nil
+	}
+	if a.Local.recentlyExhausted() {
+		return nil, ErrExhausted
 	}
 	trace = a.Local.holder(trace)
 	var now *time.Time // the server's clock, read once, only if a tag is taken
@@ -120,6 +125,7 @@ func (a *Allocator) Acquire(ctx context.Context, trace string, ttl time.Duration
 		}
 		a.Local.put(tag)
 	}
+	a.Local.sawExhausted()
 	return nil, ErrExhausted
 }
 
@@ -299,7 +305,7 @@ func (c *Claim) Release(ctx context.Context) error {
 	if c.local.keep(c) {
 		return nil
 	}
-	defer c.local.put(c.Tag)
+	defer c.local.freed(c.Tag)
 	return c.remove(ctx)
 }
 

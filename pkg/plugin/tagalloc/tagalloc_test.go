@@ -446,3 +446,66 @@ func TestLocalConcurrentClaimsOneCreateEach(t *testing.T) {
 		t.Errorf("%d creates and %d gets for %d claims, want one create each", c, g, len(Pool()))
 	}
 }
+
+// A run that found every tag taken by other plugins believes it for
+// ExhaustedFor without asking again; after that, or once the run itself
+// deletes a claim, it asks. Its idle kept claims serve it all along.
+func TestRunRemembersThePoolTakenForAWhile(t *testing.T) {
+	s := newServer(t0)
+	other := s.alloc()
+	var held []*Claim
+	for range Pool()[1:] {
+		c, err := other.Acquire(context.Background(), "other", time.Minute, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, c)
+	}
+	now := t0
+	run := NewLocal()
+	run.clock = func() time.Time { return now }
+	mine := s.alloc()
+	mine.Local = run
+	own, err := mine.Acquire(context.Background(), "a", time.Minute, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.cs.ClearActions()
+	if _, err := mine.Acquire(context.Background(), "b", time.Minute, nil); !errors.Is(err, ErrExhausted) {
+		t.Fatalf("with the pool taken: %v, want exhausted", err)
+	}
+	if c, g := verbs(s.cs); c == 0 || g == 0 {
+		t.Fatalf("the first finding asked nothing (%d creates, %d gets)", c, g)
+	}
+	s.cs.ClearActions()
+	now = now.Add(ExhaustedFor / 2)
+	if _, err := mine.Acquire(context.Background(), "c", time.Minute, nil); !errors.Is(err, ErrExhausted) {
+		t.Fatalf("again at once: %v, want exhausted", err)
+	}
+	if n := len(s.cs.Actions()); n != 0 {
+		t.Fatalf("asked again within ExhaustedFor: %v", s.cs.Actions())
+	}
+	// Another plugin lets a tag go: the run learns it once ExhaustedFor
+	// has passed.
+	if err := held[0].Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mine.Acquire(context.Background(), "d", time.Minute, nil); !errors.Is(err, ErrExhausted) {
+		t.Fatalf("within ExhaustedFor: %v, want exhausted without asking", err)
+	}
+	now = now.Add(ExhaustedFor)
+	d, err := mine.Acquire(context.Background(), "d", time.Minute, nil)
+	if err != nil || d.Tag != held[0].Tag {
+		t.Fatalf("after ExhaustedFor: %v %v, want tag %d", d, err, held[0].Tag)
+	}
+	// Taken again; the run deleting its own claim asks at once after.
+	if _, err := mine.Acquire(context.Background(), "e", time.Minute, nil); !errors.Is(err, ErrExhausted) {
+		t.Fatal(err)
+	}
+	if err := own.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if e, err := mine.Acquire(context.Background(), "e", time.Minute, nil); err != nil || e.Tag != own.Tag {
+		t.Fatalf("after the run's own release: %v %v, want tag %d", e, err, own.Tag)
+	}
+}
