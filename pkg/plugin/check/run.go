@@ -175,9 +175,9 @@ func (r *Runner) RunAll(ctx context.Context, traces []Trace) []Result {
 }
 
 // untilTagged runs t again until it no longer finds every tag taken
-// (res says it did), waiting (WaitTag) before each try, for up to t's
-// timeout (20 s where it has none); then res is the last try's, or an
-// interrupted trace's where ctx ended while it waited.
+// (res says it did): once at once, then waiting (WaitTag) before each try,
+// for up to t's timeout (20 s where it has none); then res is the last
+// try's, or an interrupted trace's where ctx ended while it waited.
 func (r *Runner) untilTagged(ctx context.Context, t Trace, res Result) Result {
 	limit := t.Timeout
 	if limit <= 0 {
@@ -185,6 +185,9 @@ func (r *Runner) untilTagged(ctx context.Context, t Trace, res Result) Result {
 	}
 	waiting, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
+	// First at once: the starved trace before it may have just ended, its
+	// tags idle in the run's keeping (WaitTag would give them up).
+	res = r.Run(ctx, t)
 	for errors.Is(res.Err, tagalloc.ErrExhausted) && r.WaitTag(waiting) {
 		res = r.Run(ctx, t)
 	}

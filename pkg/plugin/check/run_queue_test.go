@@ -243,3 +243,38 @@ func TestTagWaitInterruptedSaysSo(t *testing.T) {
 		}
 	}
 }
+
+// A starved trace whose turn comes tries at once before it waits: the
+// starved trace before it may have just ended, its tags idle in the run's
+// keeping, which a wait would give up (the second of two matrices at once
+// took 11 s for 12 cells, a wait of a second each, after the first had
+// ended and its tags were free).
+func TestStarvedTraceTriesAtOnceFirst(t *testing.T) {
+	exhausted := fmt.Errorf("claim: %w", tagalloc.ErrExhausted)
+	var mu sync.Mutex
+	tries, waits := map[string]int{}, 0
+	r := &Runner{Parallel: 2, Now: time.Now,
+		Run: func(_ context.Context, tr Trace) Result {
+			mu.Lock()
+			defer mu.Unlock()
+			tries[tr.Name]++
+			if tries[tr.Name] < 3 { // the first try, and the one at the end of the run
+				return Result{Ended: outcome.Ended{Verdict: outcome.Incomplete}, Code: exitcode.Setup, Err: exhausted}
+			}
+			return Result{Ended: outcome.Ended{Verdict: outcome.Delivered}}
+		},
+		WaitTag: func(context.Context) bool {
+			mu.Lock()
+			defer mu.Unlock()
+			waits++
+			return true
+		}}
+	for i, res := range r.RunAll(context.Background(), []Trace{{Name: "a", Timeout: time.Minute}, {Name: "b", Timeout: time.Minute}}) {
+		if res.Verdict != outcome.Delivered {
+			t.Errorf("trace %d: %s (%v), want delivered", i, res.Verdict, res.Err)
+		}
+	}
+	if waits != 0 {
+		t.Errorf("%d waits for a tag, want none: each starved trace's first try found one", waits)
+	}
+}
