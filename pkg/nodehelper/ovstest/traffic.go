@@ -222,7 +222,7 @@ func (pg *Pinger) send(ctx context.Context, conn net.Conn, interval time.Duratio
 		pg.sentAt = append(pg.sentAt, time.Now())
 		pg.answered = append(pg.answered, false)
 		pg.mu.Unlock()
-		_, _ = conn.Write([]byte(fmt.Sprintf("ping %d", seq)))
+		_, _ = fmt.Fprintf(conn, "ping %d", seq)
 	}
 }
 

@@ -122,34 +122,31 @@ func (l *Local) recentlyExhausted() bool {
 // sawExhausted records that a claim of the run asked and found every tag
 // taken.
 func (l *Local) sawExhausted() {
-	if l == nil {
-		return
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.exhaustedAt = l.now()
+	l.locked(func() { l.exhaustedAt = l.now() })
 }
 
 // freed gives back a tag whose Lease the run deleted (a release without
 // Keep, Yield): it is free now, whatever the run last found.
 func (l *Local) freed(tag uint8) {
-	if l == nil {
-		return
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	delete(l.busy, tag)
-	l.exhaustedAt = time.Time{}
+	l.locked(func() {
+		delete(l.busy, tag)
+		l.exhaustedAt = time.Time{}
+	})
 }
 
 // put gives tag back to the run.
 func (l *Local) put(tag uint8) {
+	l.locked(func() { delete(l.busy, tag) })
+}
+
+// locked runs f under l's lock; a nil Local runs nothing.
+func (l *Local) locked(f func()) {
 	if l == nil {
 		return
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	delete(l.busy, tag)
+	f()
 }
 
 // reuse hands out a kept claim whose tag is not in inUse, or nil. A claim
