@@ -11,14 +11,15 @@ import (
 // flight is a run's traces in flight, for the traces that find every tag
 // taken. Where other plugins hold part of the pool, the run holds fewer
 // tags than its parallelism wants: a trace started beside the run's others
-// finds none free. Tried again at once, or the next trace in its place, it
-// fails the same way, and each such try asks the API server about every
-// tag the run does not hold (a contended 420-cell matrix made 3,200 to
-// 4,100 requests). So such a trace waits for one of the run's traces to
-// end, whose tags come back to the run (tagalloc.Local.Keep) or to the
-// pool, and tries once more; one waiter per trace that ends. Where none
-// of the run's traces is in flight, nothing of the run's will come back:
-// the trace goes on to the end of the run (RunAll's again).
+// finds none free. The next trace in its slot failed the same way, and the
+// next, so the run churned through its cells, most of them then run at
+// its end, each failed try having asked the API server about every tag
+// the run does not hold (tagalloc.ExhaustedFor cuts those askings). So
+// such a trace waits for one of the run's traces to end, whose tags come
+// back to the run (tagalloc.Local.Keep) or to the pool, and tries once
+// more; one waiter per trace that ends. Where none of the run's traces is
+// in flight, nothing of the run's will come back: the trace goes on to
+// the end of the run (RunAll's again).
 type flight struct {
 	mu sync.Mutex
 	// running counts the traces in Run; ended counts those that ended

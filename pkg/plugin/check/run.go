@@ -175,7 +175,7 @@ func (r *Runner) RunAll(ctx context.Context, traces []Trace) []Result {
 }
 
 // untilTagged runs t again until it no longer finds every tag taken
-// (res says it did): once at once, then waiting (WaitTag) before each try,
+// (res says it did): first without a wait, then waiting (WaitTag) before each try,
 // for up to t's timeout (20 s where it has none); then res is the last
 // try's, or an interrupted trace's where ctx ended while it waited.
 func (r *Runner) untilTagged(ctx context.Context, t Trace, res Result) Result {
