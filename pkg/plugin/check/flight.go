@@ -12,9 +12,9 @@ import (
 // taken. Where other plugins hold part of the pool, the run holds fewer
 // tags than its parallelism wants: a trace started beside the run's others
 // finds none free. The next trace in its slot failed the same way, and the
-// next, so the run churned through its cells, most of them then run at
-// its end, each failed try having asked the API server about every tag
-// the run does not hold (tagalloc.ExhaustedFor cuts those askings). So
+// next, so the run churned through its cells, pushing each to its end,
+// each failed try having asked the API server about every tag the run
+// does not hold (tagalloc.ExhaustedFor cuts those askings). So
 // such a trace waits for one of the run's traces to end, whose tags come
 // back to the run (tagalloc.Local.Keep) or to the pool, and tries once
 // more; one waiter per trace that ends. Where none of the run's traces is
