@@ -129,8 +129,11 @@ func TestRoundTripsWithICMPAnswersQueueBySource(t *testing.T) {
 }
 
 // A trace that finds every tag taken (other plugins hold the rest of the
-// pool) runs again once every other trace has ended, and only a second
-// such failure is its result.
+// pool) tries again: as one of the run's traces in flight ends (flight),
+// and at the latest once every other trace has ended; only a failure
+// then is its result. (Which of the two comes first depends on timing: 1
+// may get its tag either way; 4 never does, and its last try comes after
+// every other trace's.)
 func TestTraceWithoutATagRunsAgainAtTheEnd(t *testing.T) {
 	traces := make([]Trace, 6)
 	for i := range traces {
@@ -160,12 +163,19 @@ func TestTraceWithoutATagRunsAgainAtTheEnd(t *testing.T) {
 	if results[1].Verdict != outcome.Delivered || tries["1"] != 2 {
 		t.Errorf("trace 1: %+v after %d tries, want delivered on its second", results[1], tries["1"])
 	}
-	if !errors.Is(results[4].Err, tagalloc.ErrExhausted) || tries["4"] != 2 {
-		t.Errorf("trace 4: %+v after %d tries, want the exhaustion after two", results[4], tries["4"])
+	if !errors.Is(results[4].Err, tagalloc.ErrExhausted) || tries["4"] < 2 {
+		t.Errorf("trace 4: %+v after %d tries, want the exhaustion after two or more", results[4], tries["4"])
 	}
-	last := slices.Sorted(slices.Values(order[len(order)-2:]))
-	if got := strings.Join(last, ","); got != "1,4" {
-		t.Errorf("tries in order %v: the second tries must come after every other trace", order)
+	lastOf4 := -1
+	for i, name := range order {
+		if name == "4" {
+			lastOf4 = i
+		}
+	}
+	for _, other := range []string{"0", "2", "3", "5"} {
+		if i := slices.Index(order, other); i < 0 || i > lastOf4 {
+			t.Errorf("tries in order %v: trace 4's last try must come after every other trace's", order)
+		}
 	}
 	if len(ends) != len(traces) {
 		t.Errorf("%d results reported for %d traces: %v", len(ends), len(traces), ends)
