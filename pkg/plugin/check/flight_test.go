@@ -18,10 +18,12 @@ import (
 // again, instead of failing on and passing its slot to the next trace,
 // which fails the same way (each such try asks the API server about every
 // tag the run does not hold). Every trace is delivered, and the tries
-// that found no tag are at most two per trace: a trace that ends wakes one
-// waiter, whose try meets at most the trace started in its slot. (Before,
-// with a wait for tags as short as this test's, a run made hundreds of
-// thousands of such tries.)
+// that found no tag stay a few per trace: a trace that ends wakes one
+// waiter, whose try meets the trace started in its slot and those whose
+// tries overlapped the end (58 to 98 for 60 traces in 400 runs under
+// -race, some beside two busy loops; the bound asked is 3 a trace).
+// Before, with a wait for tags as short as this test's, a run made
+// hundreds of thousands of such tries.
 func TestTraceWithoutATagWaitsForTheRunsNext(t *testing.T) {
 	const n, free = 60, 2
 	var mu sync.Mutex
@@ -54,8 +56,8 @@ func TestTraceWithoutATagWaitsForTheRunsNext(t *testing.T) {
 			t.Errorf("trace %d: %s (%v), want delivered", i, res.Verdict, res.Err)
 		}
 	}
-	if starvedTries > 2*n {
-		t.Errorf("%d tries found no tag for %d traces, want at most two per trace", starvedTries, n)
+	if starvedTries > 3*n {
+		t.Errorf("%d tries found no tag for %d traces, want at most three per trace", starvedTries, n)
 	}
 	if most != free {
 		t.Errorf("at most %d tags held at once, want the %d free", most, free)
