@@ -20,7 +20,7 @@ import (
 // tag the run does not hold). Every trace is delivered, and the tries
 // that found no tag stay a few per trace: a trace that ends wakes one
 // waiter, whose try meets the trace started in its slot and those whose
-// tries overlapped the end (58 to 98 for 60 traces in 400 runs under
+// tries overlapped the end (58 to 98 for 60 traces in a few hundred runs under
 // -race, some beside two busy loops; the bound asked is 3 a trace).
 // Before, with a wait for tags as short as this test's, a run made
 // hundreds of thousands of such tries.
