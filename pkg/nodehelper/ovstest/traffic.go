@@ -159,7 +159,6 @@ func (p *Pod) UDPEchoAfter(ctx context.Context, port int, delay time.Duration) e
 type Pinger struct {
 	// Sent and Received are set once the pinger has stopped (Wait).
 	Sent, Received int
-	start          time.Time
 	mu             sync.Mutex
 	sentAt         []time.Time // by sequence number
 	answered       []bool
@@ -181,19 +180,19 @@ func (p *Pod) StartPinger(ctx context.Context, addr string, interval time.Durati
 	}); err != nil {
 		return nil, err
 	}
-	pg := &Pinger{start: time.Now(), done: make(chan struct{})}
+	pg := &Pinger{done: make(chan struct{})}
 	replies := make(chan struct{})
 	go pg.readReplies(conn, replies)
 	go func() {
 		defer close(pg.done)
 		pg.send(ctx, conn, interval)
 		pg.mu.Lock()
-		last := pg.start
+		due := time.Now() // no ping went: nothing is due
 		if n := len(pg.sentAt); n > 0 {
-			last = pg.sentAt[n-1]
+			due = pg.sentAt[n-1].Add(pingGrace)
 		}
 		pg.mu.Unlock()
-		_ = conn.SetReadDeadline(last.Add(pingGrace))
+		_ = conn.SetReadDeadline(due)
 		<-replies
 		_ = conn.Close()
 		pg.mu.Lock()
