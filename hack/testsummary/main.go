@@ -19,6 +19,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -67,6 +68,7 @@ func run(in io.Reader, out io.Writer, o options) int {
 	label, forbidSkips := o.label, o.forbidSkips
 	per := map[string]*counts{}
 	lastOutput := map[string]string{} // package/test -> last output line, the skip reason
+	errLike := map[string][]string{}  // package/test -> its first entries that read as errors
 	var skips, failures []string
 	pkgFailed := false
 	sc := bufio.NewScanner(in)
@@ -89,6 +91,9 @@ func run(in io.Reader, out io.Writer, o options) int {
 			_, _ = fmt.Fprint(out, ev.Output)
 			if s := strings.TrimSpace(ev.Output); s != "" && !strings.HasPrefix(s, "---") && !strings.HasPrefix(s, "===") {
 				lastOutput[key] = s
+				if readsAsError(s) && len(errLike[key]) < maxWhy {
+					errLike[key] = append(errLike[key], clip(s))
+				}
 			}
 		case "pass":
 			if ev.Test != "" {
@@ -103,7 +108,7 @@ func run(in io.Reader, out io.Writer, o options) int {
 				if !strings.Contains(ev.Test, "/") {
 					c.top++
 				}
-				failures = append(failures, fmt.Sprintf("%s %s: %s", ev.Package, ev.Test, lastOutput[key]))
+				failures = append(failures, fmt.Sprintf("%s %s: %s", ev.Package, ev.Test, why(errLike[key], lastOutput[key])))
 			} else {
 				pkgFailed = true
 				if c.fail == 0 { // else its failed tests say why
@@ -296,4 +301,42 @@ func appendRecap(path, result string, failures []string) error {
 		return fmt.Errorf("write the recap %s: %w", path, err)
 	}
 	return nil
+}
+
+// maxWhy is how many of a failed test's error-like entries its summary
+// line names.
+const maxWhy = 4
+
+// entryHeader is how a test's log entry begins: the file and line of the
+// t.Errorf or t.Logf that wrote it.
+var entryHeader = regexp.MustCompile(`^[\w.-]+_test\.go:\d+: `)
+
+// errorWords are words a test's failure message says and its logs rarely
+// do: go test -json does not tell t.Errorf's output from t.Logf's, and a
+// test that logs after its error (a soak's result, a window's times) would
+// otherwise be summarized by its last log line.
+var errorWords = regexp.MustCompile(`(?i)\bwant|\bfail|\berror|\bnot\b|\bno\b|\bexpected\b`)
+
+// readsAsError reports whether a line of output begins a log entry that
+// reads as a test's error.
+func readsAsError(s string) bool {
+	return entryHeader.MatchString(s) && errorWords.MatchString(s)
+}
+
+// why is what a failed test's summary line says: its error-like entries,
+// each on a line of its own, or else its last line of output.
+func why(entries []string, last string) string {
+	if len(entries) == 0 {
+		return last
+	}
+	return strings.Join(entries, "\n      ")
+}
+
+// clip shortens a line for the summary.
+func clip(s string) string {
+	const most = 300
+	if len(s) <= most {
+		return s
+	}
+	return s[:most] + "..."
 }

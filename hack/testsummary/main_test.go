@@ -169,3 +169,31 @@ func TestFailuresAreNamedAndRecapped(t *testing.T) {
 		t.Errorf("recap:\n%s\nwant:\n%s", got, want)
 	}
 }
+
+// A failed test that logs after its error is summarized by its error,
+// not by its last log line.
+func TestFailureIsSummarizedByItsErrorNotItsLastLog(t *testing.T) {
+	in := strings.Join([]string{
+		`{"Action":"output","Package":"p","Test":"TestA","Output":"    a_test.go:5: round trip 0 via n1: from 10:00:00.000 to 10:00:01.000\n"}`,
+		`{"Action":"output","Package":"p","Test":"TestA","Output":"    a_test.go:9: round trip 1 via n2: exit 2, want 0 (answered)\n"}`,
+		`{"Action":"output","Package":"p","Test":"TestA","Output":"        engine: helper\n"}`,
+		`{"Action":"output","Package":"p","Test":"TestA","Output":"    a_test.go:5: round trip 1 via n2: from 10:00:01.000 to 10:00:02.000\n"}`,
+		`{"Action":"output","Package":"p","Test":"TestA","Output":"    soak_test.go:116: real requests beside the traces: count=9 failures=0\n"}`,
+		`{"Action":"fail","Package":"p","Test":"TestA"}`,
+		`{"Action":"output","Package":"p","Test":"TestB","Output":"    b_test.go:3: the answer came at 10:00:00\n"}`,
+		`{"Action":"fail","Package":"p","Test":"TestB"}`,
+	}, "\n") + "\n"
+	var out bytes.Buffer
+	if rc := run(strings.NewReader(in), &out, options{label: "e2e"}); rc != 1 {
+		t.Fatalf("exit %d, want 1", rc)
+	}
+	want := "FAIL p TestA: a_test.go:9: round trip 1 via n2: exit 2, want 0 (answered)\n" +
+		"      soak_test.go:116: real requests beside the traces: count=9 failures=0\n"
+	if !strings.Contains(out.String(), want) {
+		t.Errorf("summary does not name the error first:\n%s\nwant:\n%s", out.String(), want)
+	}
+	// A test none of whose entries reads as an error: its last line.
+	if want := "FAIL p TestB: b_test.go:3: the answer came at 10:00:00\n"; !strings.Contains(out.String(), want) {
+		t.Errorf("summary does not fall back to the last line %q:\n%s", want, out.String())
+	}
+}
