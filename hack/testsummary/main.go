@@ -318,9 +318,10 @@ var entryHeader = regexp.MustCompile(`^[\w.-]+_test\.go:\d+: `)
 var errorWords = regexp.MustCompile(`(?i)\bwant|\bfail|\berror|\bnot\b|\bno\b|\bexpected\b`)
 
 // readsAsError reports whether a line of output begins a log entry that
-// reads as a test's error.
+// reads as a test's error, or is a command's error line the test logged
+// (the plugin's "error: ..." under a trace that exited other than wanted).
 func readsAsError(s string) bool {
-	return entryHeader.MatchString(s) && errorWords.MatchString(s)
+	return entryHeader.MatchString(s) && errorWords.MatchString(s) || strings.HasPrefix(s, "error: ")
 }
 
 // why is what a failed test's summary line says: its error-like entries,

@@ -177,6 +177,7 @@ func TestFailureIsSummarizedByItsErrorNotItsLastLog(t *testing.T) {
 		`{"Action":"output","Package":"p","Test":"TestA","Output":"    a_test.go:5: round trip 0 via n1: from 10:00:00.000 to 10:00:01.000\n"}`,
 		`{"Action":"output","Package":"p","Test":"TestA","Output":"    a_test.go:9: round trip 1 via n2: exit 2, want 0 (answered)\n"}`,
 		`{"Action":"output","Package":"p","Test":"TestA","Output":"        engine: helper\n"}`,
+		`{"Action":"output","Package":"p","Test":"TestA","Output":"        error: reply Lost\n"}`,
 		`{"Action":"output","Package":"p","Test":"TestA","Output":"    a_test.go:5: round trip 1 via n2: from 10:00:01.000 to 10:00:02.000\n"}`,
 		`{"Action":"output","Package":"p","Test":"TestA","Output":"    soak_test.go:116: real requests beside the traces: count=9 failures=0\n"}`,
 		`{"Action":"fail","Package":"p","Test":"TestA"}`,
@@ -188,6 +189,7 @@ func TestFailureIsSummarizedByItsErrorNotItsLastLog(t *testing.T) {
 		t.Fatalf("exit %d, want 1", rc)
 	}
 	want := "FAIL p TestA: a_test.go:9: round trip 1 via n2: exit 2, want 0 (answered)\n" +
+		"      error: reply Lost\n" +
 		"      soak_test.go:116: real requests beside the traces: count=9 failures=0\n"
 	if !strings.Contains(out.String(), want) {
 		t.Errorf("summary does not name the error first:\n%s\nwant:\n%s", out.String(), want)
