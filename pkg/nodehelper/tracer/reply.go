@@ -157,11 +157,41 @@ func (r *ReplyRun) ArmTranslated(frame []byte, own, from netip.Addr) {
 		return
 	}
 	to.From = from
+	if r.arm(to, "the probe's source was translated to "+to.Source.String()) {
+		r.anyAddress.Store(true)
+	}
+}
+
+// ArmMovedPort also catches the answer to the probe as frame shows it
+// where conntrack moved its source port and kept its address: a DNAT
+// whose answer's tuple a tracked connection holds already (an earlier
+// probe from the same port, still in TIME_WAIT) gets another source port,
+// and the answer comes back to that port, from the address the probe was
+// sent on to (frame's destination), until conntrack undoes it. Nothing is
+// armed for the probe's own port or another source address (ArmTranslated
+// is for that).
+func (r *ReplyRun) ArmMovedPort(frame []byte, own netip.Addr) {
+	if r == nil || r.done == nil {
+		return
+	}
+	to, ok := probe.ReplyToFrame(frame)
+	sum, err := probe.Decode(frame)
+	if !ok || err != nil || to.Source != own || to.Protocol == probe.ICMP {
+		return
+	}
+	to.From = sum.DstIP
+	r.arm(to, fmt.Sprintf("conntrack moved the probe's source port to %d (a connection it tracks held the answer's tuple)", to.SrcPort))
+}
+
+// arm adds to to what the catch takes, once, and has the waiting answer's
+// trace catch it; why says what moved the answer, for the log. It reports
+// whether catch flows for to went into the tables.
+func (r *ReplyRun) arm(to probe.ReplyTo, why string) bool {
 	r.mu.Lock()
 	for _, t := range r.tos {
 		if t.Source == to.Source && t.SrcPort == to.SrcPort && t.ICMPID == to.ICMPID {
 			r.mu.Unlock()
-			return
+			return false
 		}
 	}
 	r.tos = append(r.tos, to)
@@ -169,29 +199,29 @@ func (r *ReplyRun) ArmTranslated(frame []byte, own, from netip.Addr) {
 	catch, keys, err := r.s.answerCatch(to)
 	if err != nil {
 		r.s.c.Logf("the translated answer's catch: %v", err)
-		return
+		return false
 	}
 	// The probe is paused here: take what is free, wait for nothing.
 	if catch = r.s.takeCatches(r.ctx, catch, keys); len(catch.FlowMods) == 0 {
-		return // all held by other traces: its result says what it could not catch
+		return false // all held by other traces: its result says what it could not catch
 	}
 	req := catchRequest{plan: catch, done: make(chan error, 1)}
 	select {
 	case r.s.extraCatch <- req:
 	case <-r.done:
-		return
+		return false
 	}
 	select {
 	case err = <-req.done:
 	case <-r.done:
-		return
+		return false
 	}
 	if err != nil {
 		r.s.c.Logf("the translated answer's catch: %v", err)
-		return
+		return false
 	}
-	r.anyAddress.Store(true)
-	r.s.c.Logf("the probe's source was translated to %s: its answer is caught there too", to.Source)
+	r.s.c.Logf("%s: its answer is caught there too", why)
+	return true
 }
 
 // catchRequest asks an answer's trace that waits for its answer to catch it

@@ -3,6 +3,10 @@
 package tracer_test
 
 import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/probe"
@@ -117,5 +121,41 @@ func TestIntegrationRoundTripAcrossNodes(t *testing.T) {
 	}
 	if l := robs[len(robs)-1]; l.Action != report.ActionForwarded || l.TunnelDstIP != tn.n1.UnderlayIP {
 		t.Errorf("answer's last observation on pod-b's node %+v, want Forwarded into the tunnel to %s", l, tn.n1.UnderlayIP)
+	}
+}
+
+// The same round trip to the Service twice from one source port: the
+// first's connection is still tracked (closing) when the second's DNAT
+// commits, so conntrack gives the second probe another source port, as
+// it would a real client's. Found in the lab (Antrea, a NodePort from
+// outside): the helper took the moved probe for another packet and the
+// trace ended incomplete at the DNAT. The second is followed to its
+// delivery, says the port moved, and its answer is caught at the moved
+// port and followed back.
+func TestIntegrationRoundTripWhosePortConntrackMoved(t *testing.T) {
+	o := newOneNode(t)
+	if err := o.b.ServeTCP(o.ctx, 80); err != nil {
+		t.Fatal(err)
+	}
+	const port = 62555
+	moved := fmt.Sprintf("conntrack moved the probe's source port from %d to ", port)
+	for i := range 2 {
+		spec := o.spec(t, uint8(20+i), netip.MustParseAddr(o.svc.VIP), probe.TCP, 80)
+		spec.SrcPort, spec.ReplyTag = port, uint8(40+i)
+		out, lines := traced(t, spec)
+		fwd, answer := splitReply(lines)
+		res := result(t, fwd)
+		if out.ExitCode != tracer.ExitOK {
+			t.Fatalf("trace %d: exit %d: %s", i, out.ExitCode, res.Explanation.Summary)
+		}
+		obs := observations(fwd)
+		said := slices.ContainsFunc(obs, func(o report.Observation) bool { return strings.Contains(o.ComponentInfo, moved) })
+		if said != (i == 1) {
+			t.Errorf("trace %d: says %q: %v, want %v (observations %+v)", i, moved, said, i == 1, obs)
+		}
+		wantActions(t, obs, report.ActionDelivered)
+		checkAnswer(t, answer, "SYN-ACK", false, "default/pod-a")
+		o.assertNoTraceFlows(t, answer[0])
+		o.assertNoTraceFlows(t, fwd[0])
 	}
 }

@@ -196,11 +196,14 @@ func (s *session) isProbe(frame []byte) bool {
 		return false
 	}
 	port := s.probeSrcPort
-	if s.probeSrcIP.IsValid() && sum.SrcIP != s.probeSrcIP && sum.DstIP != s.probeSrcIP {
+	if s.probeSrcIP.IsValid() && sum.DstIP != s.probeSrcIP {
 		// The pipeline translated the probe's source (a gateway
 		// router's SNAT), its port too (OVN-Kubernetes' picks one at
-		// random in 32768-60999): tag and mark tell it still, and a
-		// reply goes back to the probe's source.
+		// random in 32768-60999), or its port alone: a DNAT whose
+		// answer's tuple a tracked connection holds already (an earlier
+		// probe from the same port, in TIME_WAIT) moves the source port
+		// (OVS's conntrack, as the kernel's). Tag and mark tell it
+		// still, and a reply goes back to the probe's source.
 		port = 0
 	}
 	return sum.IsProbe(s.c.Tag, s.c.Mark, port)

@@ -157,8 +157,11 @@ func (s *session) armReply(ctx context.Context, spec TraceSpec, ps probe.Spec, s
 	if err := reply.Arm(to); err != nil {
 		return reply, err
 	}
-	if spec.ReplyTranslated {
-		s.translated = func(frame []byte) { reply.ArmTranslated(frame, ps.SrcIP, ps.DstIP) }
+	s.translated = func(frame []byte) {
+		if spec.ReplyTranslated {
+			reply.ArmTranslated(frame, ps.SrcIP, ps.DstIP)
+		}
+		reply.ArmMovedPort(frame, ps.SrcIP)
 	}
 	return reply, nil
 }

@@ -59,9 +59,10 @@ func synAck(t *testing.T, src, dst netip.Addr, port uint16) []byte {
 }
 
 // The probe is known by its tag and mark wherever the pipeline translated
-// its source, port included (a gateway router's SNAT picks one); with its
-// own source address it must keep its own port, and a packet going back
-// to its source (an answer that copied tag and mark) is not the probe.
+// its source, port included (a gateway router's SNAT picks one), or its
+// port alone (conntrack moves the source port of a DNAT whose answer's
+// tuple an earlier connection still holds); a packet going back to its
+// source (an answer that copied tag and mark) is not the probe.
 func TestIsProbeTranslatedSource(t *testing.T) {
 	wrongMark := tcpProbe(snatIP, 40001)
 	wrongMark.Mark = 0x999
@@ -83,7 +84,7 @@ func TestIsProbeTranslatedSource(t *testing.T) {
 		{"source address translated, port kept", tcpProbe(snatIP, 50123), true},
 		{"UDP, source address and port translated", udp, true},
 		{"echo request, source address and identifier translated", icmp, true},
-		{"the probe's source address with another port", tcpProbe(podIP, 50124), false},
+		{"the probe's source address with another port (a DNAT that met a tracked connection)", tcpProbe(podIP, 50124), true},
 		{"back to the probe's source, tag and mark copied", back, false},
 		{"translated, another mark", wrongMark, false},
 		{"translated, another tag", wrongTag, false},

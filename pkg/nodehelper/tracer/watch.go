@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
-	"slices"
 	"strings"
 	"time"
 
@@ -64,6 +63,9 @@ type watcher struct {
 	// translated is set once a destination translation is reported: later
 	// hops see the translated address, which is no new translation.
 	translated bool
+	// portMoved is set once a source port that conntrack moved is
+	// reported (emitPortMove).
+	portMoved bool
 	// final, verdict and last are goal's answer, asked again whenever the
 	// path is extended.
 	final   int
@@ -97,37 +99,6 @@ func (w *watcher) emit(ctx context.Context, o report.Observation, hop *report.Ho
 	}
 	w.res.Observations = append(w.res.Observations, o)
 	return s.c.Out.Write(report.Line{Type: report.TypeObservation, Observation: &o, Hop: hop})
-}
-
-// emitTranslation reports that a load balancer translated the probe's
-// destination to dstIP, attributed to the table natTable finds for hop i.
-func (w *watcher) emitTranslation(ctx context.Context, dstIP netip.Addr, i int) error {
-	w.translated = true
-	return w.emit(ctx, report.Observation{
-		Component: report.ComponentLB, ComponentInfo: w.s.natTable(w.p.t, i), Action: report.ActionForwarded,
-		TranslatedDstIP: dstIP.String(),
-	}, nil)
-}
-
-// emitSourceTranslation reports that the probe, seen at hop i with the
-// source srcIP, had its source translated (SNAT): the real packet says
-// so, attributed to the last hop up to i whose flow asks conntrack for a
-// source NAT (else the last conntrack hop).
-func (w *watcher) emitSourceTranslation(ctx context.Context, srcIP netip.Addr, i int) error {
-	w.s.srcTranslated = true
-	hops := w.p.t.Hops[:i+1]
-	j := lastHopWith(hops, func(a string) bool { return strings.Contains(a, "nat(src=") })
-	if j < 0 {
-		j = lastHopWith(hops, func(a string) bool { return strings.Contains(a, "ct(") })
-	}
-	if j < 0 {
-		j = i
-	}
-	hn := w.s.names.NameHop(w.p.t.Hops[j])
-	return w.emit(ctx, report.Observation{
-		Component: hn.Component, ComponentInfo: hn.Where, Action: report.ActionForwarded,
-		TranslatedSrcIP: srcIP.String(),
-	}, nil)
 }
 
 // packetIn handles one packet-in. A non-nil error ends the watch with the
@@ -195,6 +166,11 @@ func (w *watcher) observed(ctx context.Context, pin openflow.PacketIn, hop, cand
 	// is reported already.)
 	if derr == nil && !w.translated && !s.srcTranslated && s.probeSrcIP.IsValid() && sum.SrcIP.IsValid() && sum.SrcIP != s.probeSrcIP {
 		if err := w.emitSourceTranslation(ctx, sum.SrcIP, i); err != nil {
+			return err
+		}
+	}
+	if derr == nil && s.want == nil && !w.portMoved && s.probeSrcPort != 0 && sum.SrcIP == s.probeSrcIP && sum.SrcPort != 0 && sum.SrcPort != s.probeSrcPort {
+		if err := w.emitPortMove(ctx, sum.SrcPort, i); err != nil {
 			return err
 		}
 	}
@@ -340,17 +316,6 @@ func (s *session) natTable(t ofproto.Trace, i int) string {
 		}
 	}
 	return s.names.NameHop(t.Hops[i]).Where
-}
-
-// lastHopWith is the index of the last of hops with an action that want
-// accepts, or -1.
-func lastHopWith(hops []ofproto.Hop, want func(string) bool) int {
-	for j := len(hops) - 1; j >= 0; j-- {
-		if slices.ContainsFunc(hops[j].Actions, want) {
-			return j
-		}
-	}
-	return -1
 }
 
 func lastTrue(b []bool) int {
