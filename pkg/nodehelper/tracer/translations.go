@@ -27,15 +27,7 @@ func (w *watcher) emitTranslation(ctx context.Context, dstIP netip.Addr, i int) 
 // source NAT (else the last conntrack hop).
 func (w *watcher) emitSourceTranslation(ctx context.Context, srcIP netip.Addr, i int) error {
 	w.s.srcTranslated = true
-	hops := w.p.t.Hops[:i+1]
-	j := lastHopWith(hops, func(a string) bool { return strings.Contains(a, "nat(src=") })
-	if j < 0 {
-		j = lastHopWith(hops, func(a string) bool { return strings.Contains(a, "ct(") })
-	}
-	if j < 0 {
-		j = i
-	}
-	hn := w.s.names.NameHop(w.p.t.Hops[j])
+	hn := w.s.names.NameHop(w.p.t.Hops[conntrackHop(w.p.t.Hops[:i+1], func(a string) bool { return strings.Contains(a, "nat(src=") })])
 	return w.emit(ctx, report.Observation{
 		Component: hn.Component, ComponentInfo: hn.Where, Action: report.ActionForwarded,
 		TranslatedSrcIP: srcIP.String(),
@@ -51,20 +43,25 @@ func (w *watcher) emitSourceTranslation(ctx context.Context, srcIP netip.Addr, i
 // up to i (else the last conntrack hop).
 func (w *watcher) emitPortMove(ctx context.Context, to uint16, i int) error {
 	w.portMoved = true
-	hops := w.p.t.Hops[:i+1]
-	j := lastHopWith(hops, func(a string) bool { return strings.HasPrefix(a, "ct(") && strings.Contains(a, "nat") })
-	if j < 0 {
-		j = lastHopWith(hops, func(a string) bool { return strings.HasPrefix(a, "ct(") })
-	}
-	if j < 0 {
-		j = i
-	}
-	hn := w.s.names.NameHop(w.p.t.Hops[j])
+	hn := w.s.names.NameHop(w.p.t.Hops[conntrackHop(w.p.t.Hops[:i+1], func(a string) bool { return strings.HasPrefix(a, "ct(") && strings.Contains(a, "nat") })])
 	return w.emit(ctx, report.Observation{
 		Component: hn.Component, Action: report.ActionForwarded,
 		ComponentInfo: fmt.Sprintf("%s: conntrack moved the probe's source port from %d to %d (a connection it still tracks, such as an earlier one from the same port, holds the answer's addresses and ports); the answer comes back to %d until conntrack undoes it",
 			hn.Where, w.s.probeSrcPort, to, to),
 	}, nil)
+}
+
+// conntrackHop is the last of hops with an action nat accepts, else the
+// last with a conntrack action, else the last hop: where a translation
+// the real packet shows was made.
+func conntrackHop(hops []ofproto.Hop, nat func(string) bool) int {
+	if j := lastHopWith(hops, nat); j >= 0 {
+		return j
+	}
+	if j := lastHopWith(hops, func(a string) bool { return strings.Contains(a, "ct(") }); j >= 0 {
+		return j
+	}
+	return len(hops) - 1
 }
 
 // lastHopWith is the index of the last of hops with an action that want
