@@ -56,6 +56,11 @@ spec:
 			t.Errorf("round trip 0: conntrack moved a port no connection held")
 		}
 	}
+	// The traces said answered: so does real traffic between the same
+	// pods, through the same Service.
+	if real := realTraffic(t, probe{ns, "a", "tcp", clusterIP, 80}); real != served {
+		t.Errorf("real traffic from a to the Service: %s, the traces said answered", real)
+	}
 	assertNothingLeft(t)
 }
 
