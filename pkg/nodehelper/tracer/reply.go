@@ -198,7 +198,7 @@ func (r *ReplyRun) arm(to probe.ReplyTo, why string) bool {
 	r.mu.Unlock()
 	catch, keys, err := r.s.answerCatch(to)
 	if err != nil {
-		r.s.c.Logf("the translated answer's catch: %v", err)
+		r.s.c.Logf("%s: its answer's catch: %v", why, err)
 		return false
 	}
 	// The probe is paused here: take what is free, wait for nothing.
@@ -217,7 +217,7 @@ func (r *ReplyRun) arm(to probe.ReplyTo, why string) bool {
 		return false
 	}
 	if err != nil {
-		r.s.c.Logf("the translated answer's catch: %v", err)
+		r.s.c.Logf("%s: its answer's catch: %v", why, err)
 		return false
 	}
 	r.s.c.Logf("%s: its answer is caught there too", why)

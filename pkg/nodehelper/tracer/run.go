@@ -134,11 +134,12 @@ type session struct {
 	// answer is what the answer the trace follows says.
 	answer *report.Answer
 	// extraCatch, on an answer's trace, takes more catch flows while it
-	// waits (ReplyRun.ArmTranslated); nil elsewhere.
+	// waits (ReplyRun.ArmTranslated, ReplyRun.ArmMovedPort); nil elsewhere.
 	extraCatch chan catchRequest
 	// translated, on a probe's trace, is told of the probe as each
-	// continuation pauses it (a source translated in the pipeline arms
-	// the answer's catch there too); nil where nobody listens.
+	// continuation pauses it (a source translated in the pipeline, or a
+	// source port conntrack moved, arms the answer's catch there too);
+	// nil where nobody listens (no answer is followed).
 	translated func(frame []byte)
 	// srcTranslated: the probe's source was seen translated here (SNAT
 	// in the pipeline, as a gateway router's or a hairpin's).
