@@ -94,11 +94,11 @@ func (o *options) parse(args []string) error {
 	if o.mode == "trace" && o.tag == 0 {
 		o.tag = uint(randomTag())
 	}
-	if o.tag > 63 {
-		return fmt.Errorf("--tag %d out of range 1..63 (a DSCP value)", o.tag)
+	if o.tag > 255 || !dscp.ValidTag(uint8(o.tag)) {
+		return fmt.Errorf("--tag %d out of range %s", o.tag, dscp.TagRange)
 	}
-	if a.ReplyTag > 63 || (a.ReplyTag != 0 && a.ReplyTag == o.tag) {
-		return fmt.Errorf("--reply-tag %d: want a DSCP value 1..63 other than the probe's tag %d", a.ReplyTag, o.tag)
+	if a.ReplyTag != 0 && (a.ReplyTag > 255 || !dscp.ValidTag(uint8(a.ReplyTag)) || a.ReplyTag == o.tag) {
+		return fmt.Errorf("--reply-tag %d: want a tag %s, other than the probe's tag %d", a.ReplyTag, dscp.TagRange, o.tag)
 	}
 	if a.AntreaAgent != "" {
 		if _, _, err := net.SplitHostPort(a.AntreaAgent); err != nil {
@@ -147,7 +147,7 @@ func (o *options) common(out *report.Writer, logf func(string, ...any)) tracer.C
 	}
 	return tracer.Common{
 		Rules:  rules,
-		Rundir: a.OVSRunDir, Bridge: a.Bridge, Node: node, Tag: uint8(o.tag), ReplyTag: uint8(a.ReplyTag), Mark: uint32(a.Mark), Timeout: a.Timeout, //nolint:gosec // checked <= 63 and <= MaxMark
+		Rundir: a.OVSRunDir, Bridge: a.Bridge, Node: node, Tag: uint8(o.tag), ReplyTag: uint8(a.ReplyTag), Mark: uint32(a.Mark), Timeout: a.Timeout, //nolint:gosec // checked valid tags (< 256) and <= MaxMark
 		Out: out, Logf: logf, Brief: a.Brief, Cache: o.cache,
 		Random: func() uint32 {
 			var b [4]byte

@@ -21,11 +21,12 @@ import (
 
 // A packet that cannot be delivered (a UDP probe to a closed port, a real
 // datagram alike) is answered by the destination's kernel with an ICMP
-// error, and that error carries a DSCP of the kernel's choosing. Were it a
-// tag of the pool, the flows of another trace running with that tag would
-// take the error for their probe. So every DSCP, IPv4 and IPv6, is sent to
-// a closed port of a real kernel (two network namespaces, a veth pair) and
-// the error's DSCP must not be a tag.
+// error, and that error carries a DSCP (and an ECN codepoint) of the
+// kernel's choosing. Were they a tag of the pool, the flows of another
+// trace running with that tag would take the error for their probe. So
+// every TOS byte (each DSCP with each ECN codepoint), IPv4 and IPv6, is
+// sent to a closed port of a real kernel (two network namespaces, a veth
+// pair) and the error's must not be a tag's.
 func TestIntegrationKernelICMPErrorsCarryNoTag(t *testing.T) {
 	a, b := fmt.Sprintf("tfdscp-a-%d", unix.Getpid()), fmt.Sprintf("tfdscp-b-%d", unix.Getpid())
 	sh(t, "ip netns add "+a+" && ip netns add "+b)
@@ -38,7 +39,7 @@ func TestIntegrationKernelICMPErrorsCarryNoTag(t *testing.T) {
 		// One error per probe, however fast they come.
 		"ip netns exec " + b + " sysctl -qw net.ipv4.icmp_ratelimit=0 net.ipv6.icmp.ratelimit=0 net.ipv4.icmp_msgs_burst=10000 net.ipv4.icmp_msgs_per_sec=100000",
 	}, " && "))
-	seen := map[string]map[uint8][]uint8{"IPv4": {}, "IPv6": {}}
+	seen := map[string]map[uint8][]int{"IPv4": {}, "IPv6": {}}
 	err := ovstest.InNetns(a, func() error {
 		capture, err := capture("d0")
 		if err != nil {
@@ -47,16 +48,16 @@ func TestIntegrationKernelICMPErrorsCarryNoTag(t *testing.T) {
 		defer func() { _ = unix.Close(capture) }()
 		for _, v6 := range []bool{false, true} {
 			family := map[bool]string{false: "IPv4", true: "IPv6"}[v6]
-			for d := range uint8(64) {
-				port := 40000 + int(d)
+			for tos := range 256 {
+				port := 40000 + tos
 				if v6 {
-					port += 100
+					port += 300
 				}
-				got, err := errorDSCP(capture, v6, d, port)
+				got, err := errorTOS(capture, v6, tos, port)
 				if err != nil {
-					return fmt.Errorf("%s, DSCP %d: %w", family, d, err)
+					return fmt.Errorf("%s, TOS %#x: %w", family, tos, err)
 				}
-				seen[family][got] = append(seen[family][got], d)
+				seen[family][got] = append(seen[family][got], tos)
 			}
 		}
 		return nil
@@ -68,9 +69,9 @@ func TestIntegrationKernelICMPErrorsCarryNoTag(t *testing.T) {
 		by := seen[family]
 		for _, got := range slices.Sorted(maps.Keys(by)) {
 			from := by[got]
-			t.Logf("%s: the kernel's ICMP error carries DSCP %d for packets with DSCP %v", family, got, from)
-			if slices.Contains(dscp.Pool(), got) {
-				t.Errorf("%s: an ICMP error to a packet with DSCP %v carries DSCP %d, a tag of the pool %v", family, from, got, dscp.Pool())
+			t.Logf("%s: the kernel's ICMP error carries DSCP %d, ECN %d for packets with TOS %v", family, got>>2, got&3, from)
+			if tag := dscp.FromTOS(got); dscp.ValidTag(tag) && slices.Contains(dscp.Pool(), dscp.DSCPOf(tag)) {
+				t.Errorf("%s: an ICMP error to a packet with TOS %v carries tag %s, of the pool %v", family, from, dscp.Name(tag), dscp.Pool())
 			}
 		}
 	}
@@ -99,10 +100,10 @@ func capture(ifname string) (int, error) {
 	return fd, nil
 }
 
-// errorDSCP sends one UDP datagram with DSCP d from port to the other
-// namespace's closed port 9 and returns the DSCP of the ICMP error that
-// answers it (the one quoting that source port).
-func errorDSCP(capture int, v6 bool, d uint8, port int) (uint8, error) {
+// errorTOS sends one UDP datagram with the TOS byte (IPv6 traffic class)
+// tos from port to the other namespace's closed port 9 and returns the TOS
+// of the ICMP error that answers it (the one quoting that source port).
+func errorTOS(capture int, v6 bool, tos, port int) (uint8, error) {
 	domain, level, opt := unix.AF_INET, unix.IPPROTO_IP, unix.IP_TOS
 	var to unix.Sockaddr = &unix.SockaddrInet4{Port: 9, Addr: [4]byte{10, 251, 0, 2}}
 	if v6 {
@@ -121,7 +122,7 @@ func errorDSCP(capture int, v6 bool, d uint8, port int) (uint8, error) {
 	if err := unix.Bind(fd, from); err != nil {
 		return 0, err
 	}
-	if err := unix.SetsockoptInt(fd, level, opt, int(d)<<2); err != nil {
+	if err := unix.SetsockoptInt(fd, level, opt, tos); err != nil {
 		return 0, err
 	}
 	if err := unix.Sendto(fd, []byte("probe"), 0, to); err != nil {
@@ -140,7 +141,7 @@ func errorDSCP(capture int, v6 bool, d uint8, port int) (uint8, error) {
 	return 0, fmt.Errorf("no ICMP error within 3s")
 }
 
-// quotingError returns the DSCP of frame if it is an ICMP (v6) destination
+// quotingError returns the TOS byte (traffic class) of frame if it is an ICMP (v6) destination
 // unreachable quoting a UDP datagram from port.
 func quotingError(frame []byte, v6 bool, port int) (uint8, bool) {
 	if len(frame) < 14 {
@@ -154,14 +155,14 @@ func quotingError(frame []byte, v6 bool, port int) (uint8, bool) {
 		if icmp[0] != 3 || len(quoted) < 20+2 || quoted[9] != 17 {
 			return 0, false
 		}
-		return ip[1] >> 2, int(binary.BigEndian.Uint16(quoted[int(quoted[0]&0x0f)*4:])) == port
+		return ip[1], int(binary.BigEndian.Uint16(quoted[int(quoted[0]&0x0f)*4:])) == port
 	case v6 && et == 0x86dd && len(ip) >= 40+8+40+2 && ip[6] == 58:
 		icmp, quoted := ip[40:], ip[48:]
 		if icmp[0] != 1 || quoted[6] != 17 {
 			return 0, false
 		}
 		tclass := ip[0]<<4 | ip[1]>>4
-		return tclass >> 2, int(binary.BigEndian.Uint16(quoted[40:])) == port
+		return tclass, int(binary.BigEndian.Uint16(quoted[40:])) == port
 	}
 	return 0, false
 }

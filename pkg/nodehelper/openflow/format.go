@@ -13,7 +13,7 @@ import (
 var oxmNames = map[uint16]map[uint8]string{
 	classOpenFlow: {
 		ofbInPort: "in_port", ofbMetadata: "metadata", 3: "dl_dst", 4: "dl_src", ofbEthType: "dl_type", 6: "dl_vlan",
-		ofbIPDSCP: "nw_tos", 9: "nw_ecn", 10: "nw_proto", 11: "nw_src", 12: "nw_dst", 13: "tp_src", 14: "tp_dst",
+		ofbIPDSCP: "nw_tos", ofbIPECN: "nw_ecn", 10: "nw_proto", 11: "nw_src", 12: "nw_dst", 13: "tp_src", 14: "tp_dst",
 		15: "tp_src", 16: "tp_dst", 19: "icmp_type", 20: "icmp_code", 21: "arp_op", 22: "arp_spa", 23: "arp_tpa",
 		26: "ipv6_src", 27: "ipv6_dst", 28: "ipv6_label", 29: "icmpv6_type", 30: "icmpv6_code", ofbTunnelID: "tun_id",
 	},

@@ -34,7 +34,7 @@ type canonField struct {
 var oxmCanon = map[uint16]map[uint8]canonField{
 	classOpenFlow: {
 		ofbInPort: {"in_port", 4}, ofbMetadata: {"metadata", 8}, 3: {"dl_dst", 6}, 4: {"dl_src", 6},
-		ofbEthType: {"dl_type", 2}, ofbIPDSCP: {"ip_dscp", 1}, 9: {"nw_ecn", 1}, 10: {"nw_proto", 1},
+		ofbEthType: {"dl_type", 2}, ofbIPDSCP: {"ip_dscp", 1}, ofbIPECN: {"nw_ecn", 1}, 10: {"nw_proto", 1},
 		11: {"nw_src", 4}, 12: {"nw_dst", 4}, 13: {"tp_src", 2}, 14: {"tp_dst", 2}, 15: {"tp_src", 2},
 		16: {"tp_dst", 2}, 17: {"tp_src", 2}, 18: {"tp_dst", 2}, 19: {"icmp_type", 1}, 20: {"icmp_code", 1},
 		21: {"arp_op", 2}, 22: {"arp_spa", 4}, 23: {"arp_tpa", 4}, 24: {"arp_sha", 6}, 25: {"arp_tha", 6},

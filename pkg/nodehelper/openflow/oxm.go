@@ -21,6 +21,7 @@ const (
 	ofbMetadata = 2
 	ofbEthType  = 5
 	ofbIPDSCP   = 8
+	ofbIPECN    = 9
 	ofbTunnelID = 38
 )
 
@@ -93,6 +94,11 @@ func DSCPField(dscp uint8) []byte {
 	return oxm(classOpenFlow, ofbIPDSCP, []byte{dscp & 0x3f})
 }
 
+// ECNField is OXM_OF_IP_ECN (the two ECN bits of the TOS byte).
+func ECNField(ecn uint8) []byte {
+	return oxm(classOpenFlow, ofbIPECN, []byte{ecn & 3})
+}
+
 // ParseOXM splits a list of OXM TLVs.
 func ParseOXM(b []byte) ([]OXMField, error) {
 	var out []OXMField
@@ -155,6 +161,9 @@ func EthTypeOf(match []byte) uint16 {
 
 // HasDSCP reports whether a match already constrains ip_dscp.
 func HasDSCP(match []byte) bool { return HasField(match, ofbIPDSCP) }
+
+// HasECN reports whether a match holds the IP ECN field.
+func HasECN(match []byte) bool { return HasField(match, ofbIPECN) }
 
 // Metadata is the pipeline state that an NXT_PACKET_IN2 carries.
 type Metadata struct {

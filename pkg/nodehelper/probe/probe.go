@@ -12,6 +12,7 @@ import (
 
 	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/dscp"
 )
 
 // Protocol is the transport of a probe.
@@ -35,7 +36,8 @@ type Spec struct {
 	// PSH 0x08, ACK 0x10, URG 0x20, ECE 0x40, CWR 0x80. Zero sends no flag
 	// at all (a null scan), never a silent SYN: the caller picks SYN.
 	TCPFlags uint8
-	// Tag is the DSCP value (1..63) that marks the probe.
+	// Tag marks the probe: a DSCP value, and an ECN codepoint where
+	// traces share it (dscp.Tag).
 	Tag uint8
 	// Mark is the trace's own value for the IPv4 identification (its low
 	// 16 bits) or the IPv6 flow label (20 bits); 0 means Mark(Tag).
@@ -54,8 +56,8 @@ func Build(s Spec) ([]byte, error) {
 	if s.SrcIP.Is4() != s.DstIP.Is4() {
 		return nil, fmt.Errorf("probe: source %s and destination %s are of different IP families", s.SrcIP, s.DstIP)
 	}
-	if s.Tag == 0 || s.Tag > 63 {
-		return nil, fmt.Errorf("probe: tag %d out of range 1..63 (a DSCP value)", s.Tag)
+	if !dscp.ValidTag(s.Tag) {
+		return nil, fmt.Errorf("probe: tag %d out of range %s", s.Tag, dscp.TagRange)
 	}
 	ttl := s.TTL
 	if ttl == 0 {
@@ -70,12 +72,12 @@ func Build(s Spec) ([]byte, error) {
 	v6 := s.DstIP.Is6() && !s.DstIP.Is4In6()
 	if v6 {
 		eth.EthernetType = layers.EthernetTypeIPv6
-		l := &layers.IPv6{Version: 6, TrafficClass: s.Tag << 2, HopLimit: ttl, FlowLabel: markOr(s.Mark, s.Tag),
+		l := &layers.IPv6{Version: 6, TrafficClass: dscp.TOS(s.Tag), HopLimit: ttl, FlowLabel: markOr(s.Mark, s.Tag),
 			SrcIP: s.SrcIP.AsSlice(), DstIP: s.DstIP.AsSlice()}
 		ip, ipLayer = l, l
 	} else {
 		eth.EthernetType = layers.EthernetTypeIPv4
-		l := &layers.IPv4{Version: 4, IHL: 5, TOS: s.Tag << 2, TTL: ttl, Flags: layers.IPv4DontFragment, Id: uint16(markOr(s.Mark, s.Tag)), //nolint:gosec // the low 16 bits
+		l := &layers.IPv4{Version: 4, IHL: 5, TOS: dscp.TOS(s.Tag), TTL: ttl, Flags: layers.IPv4DontFragment, Id: uint16(markOr(s.Mark, s.Tag)), //nolint:gosec // the low 16 bits
 			SrcIP: s.SrcIP.Unmap().AsSlice(), DstIP: s.DstIP.Unmap().AsSlice()}
 		ip, ipLayer = l, l
 	}
@@ -155,7 +157,10 @@ type Summary struct {
 	SrcMAC, DstMAC net.HardwareAddr
 	SrcIP, DstIP   netip.Addr
 	DSCP           uint8
-	TTL            uint8
+	// Tag is the tag the traffic class byte stands for (dscp.FromTOS):
+	// its DSCP value and ECN codepoint.
+	Tag uint8
+	TTL uint8
 	// Mark is the IPv4 identification or the IPv6 flow label.
 	Mark uint32
 	// SrcPort is the TCP or UDP source port; ICMPEcho is true for an echo request.
@@ -164,14 +169,14 @@ type Summary struct {
 }
 
 // IsProbe reports whether a packet is the probe with tag and mark (0:
-// Mark(tag)): its DSCP and its mark say so, and (for TCP and UDP) its
+// Mark(tag)): its DSCP value, ECN codepoint and mark say so, and (for TCP and UDP) its
 // source port is the probe's.
 func (s Summary) IsProbe(tag uint8, mark uint32, srcPort uint16) bool {
 	want := markOr(mark, tag)
 	if s.SrcIP.Is4() {
 		want &= 0xffff
 	}
-	if s.DSCP != tag || s.Mark != want {
+	if s.Tag != tag || s.Mark != want {
 		return false
 	}
 	return srcPort == 0 || s.SrcPort == srcPort || s.ICMPEcho
@@ -190,11 +195,11 @@ func Decode(frame []byte) (Summary, error) {
 	case *layers.IPv4:
 		s.SrcIP, _ = netip.AddrFromSlice(ip.SrcIP.To4())
 		s.DstIP, _ = netip.AddrFromSlice(ip.DstIP.To4())
-		s.DSCP, s.TTL, s.Mark = ip.TOS>>2, ip.TTL, uint32(ip.Id)
+		s.DSCP, s.Tag, s.TTL, s.Mark = ip.TOS>>2, dscp.FromTOS(ip.TOS), ip.TTL, uint32(ip.Id)
 	case *layers.IPv6:
 		s.SrcIP, _ = netip.AddrFromSlice(ip.SrcIP)
 		s.DstIP, _ = netip.AddrFromSlice(ip.DstIP)
-		s.DSCP, s.TTL, s.Mark = ip.TrafficClass>>2, ip.HopLimit, ip.FlowLabel
+		s.DSCP, s.Tag, s.TTL, s.Mark = ip.TrafficClass>>2, dscp.FromTOS(ip.TrafficClass), ip.HopLimit, ip.FlowLabel
 	default:
 		return s, errors.New("not an IP packet")
 	}
@@ -213,10 +218,12 @@ func Decode(frame []byte) (Summary, error) {
 	return s, nil
 }
 
-// WithDSCP returns a copy of an IPv4 or IPv6 frame with its DSCP replaced
-// (and the IPv4 header checksum fixed), for tracing the probe's path as an
-// untagged packet would take it.
-func WithDSCP(frame []byte, dscp uint8) []byte {
+// WithTag returns a copy of an IPv4 or IPv6 frame carrying tag instead
+// of its own (its DSCP value and ECN codepoint; the IPv4 header checksum
+// fixed); tag 0 is an untagged packet, for tracing the probe's path as
+// one would take it.
+func WithTag(frame []byte, tag uint8) []byte {
+	tos := dscp.TOS(tag)
 	f := append([]byte(nil), frame...)
 	if len(f) < 14 {
 		return f
@@ -231,7 +238,7 @@ func WithDSCP(frame []byte, dscp uint8) []byte {
 		if ihl < 20 || len(ip) < ihl {
 			return f
 		}
-		ip[1] = dscp<<2 | ip[1]&0x03
+		ip[1] = tos
 		ip[10], ip[11] = 0, 0
 		var s uint32
 		for i := 0; i < ihl; i += 2 {
@@ -246,7 +253,7 @@ func WithDSCP(frame []byte, dscp uint8) []byte {
 			return f
 		}
 		ip := f[14:]
-		tc := dscp<<2 | (ip[0]<<4|ip[1]>>4)&0x03
+		tc := tos
 		ip[0] = ip[0]&0xf0 | tc>>4
 		ip[1] = ip[1]&0x0f | tc<<4
 	}

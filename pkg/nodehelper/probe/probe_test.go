@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/dscp"
 )
 
 // csum is the Internet checksum, written here independently of gopacket.
@@ -139,21 +141,28 @@ func FuzzDecode(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) { _, _ = Decode(b) })
 }
 
-func TestWithDSCP(t *testing.T) {
+// WithTag replaces the whole traffic class byte: tag 0 leaves neither a
+// DSCP value nor an ECN codepoint, and the tag put back gives the frame
+// again; a probe whose ECN differs is not the probe.
+func TestWithTag(t *testing.T) {
 	for _, s := range []Spec{spec("10.0.0.1", "10.0.0.2", TCP), spec("fd00::1", "fd00::2", UDP)} {
+		s.Tag = dscp.Tag(37, 2)
 		f, err := Build(s)
 		if err != nil {
 			t.Fatal(err)
 		}
-		g := WithDSCP(f, 0)
+		if sum, err := Decode(f); err != nil || sum.DSCP != 37 || sum.Tag != s.Tag || !sum.IsProbe(s.Tag, s.Mark, 0) || sum.IsProbe(37, s.Mark, 0) {
+			t.Errorf("%s: tagged %+v %v", s.DstIP, sum, err)
+		}
+		g := WithTag(f, 0)
 		sum, err := Decode(g)
-		if err != nil || sum.DSCP != 0 || sum.DstIP != s.DstIP {
+		if err != nil || sum.DSCP != 0 || sum.Tag != 0 || sum.DstIP != s.DstIP {
 			t.Errorf("%s: %+v %v", s.DstIP, sum, err)
 		}
 		if s.DstIP.Is4() && csum(g[14:34]) != 0 {
 			t.Error("IPv4 header checksum not fixed")
 		}
-		if back := WithDSCP(g, 37); string(back) != string(f) {
+		if back := WithTag(g, s.Tag); string(back) != string(f) {
 			t.Errorf("%s: re-tagging does not give the original frame", s.DstIP)
 		}
 	}

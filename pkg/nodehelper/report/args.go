@@ -29,7 +29,7 @@ const (
 // only be renamed, added or given a new default in one place.
 //
 // The fields hold the flags' raw values: the helper checks their ranges
-// and combinations (a tag in 1..63, one protocol), so that its errors stay
+// and combinations (a valid tag, one protocol), so that its errors stay
 // the ones a user sees at its command line. OVSRunDir, Bridge and Timeout
 // hold what the helper uses, defaults included (Parse fills them in); every
 // other field's zero value is its flag's absence.
@@ -41,7 +41,7 @@ type HelperArgs struct {
 	// else the host name), which only the helper knows.
 	Node    string
 	Timeout time.Duration
-	// Tag is the probe's DSCP tag; 0 lets a sender draw one (a receiver
+	// Tag is the probe's tag (dscp.Tag); 0 lets a sender draw one (a receiver
 	// needs it).
 	Tag uint
 	// Mark is the probe's mark; 0 derives it from the tag.

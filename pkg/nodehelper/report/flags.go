@@ -19,12 +19,12 @@ func flagSet(sub Subcommand, a *HelperArgs) (fs *flag.FlagSet, given func()) {
 	fs.StringVar(&a.AntreaToken, "antrea-token", "", "the token Antrea's agent writes for its own antctl, used with --antrea-agent")
 	fs.BoolVar(&a.StartOnStdin, "start-on-stdin", false, "start, then wait for a line on standard input before installing flows (the plugin's word: at once for a receiver, once every receiver is ready for a sender); the plugin then reads the report through the same attach, without the kubelet's log lag")
 	fs.BoolVar(&a.Brief, "brief", false, "leave OVS's trace text and the hop list out of the result line's explanation (its summary and datapath actions stay): every hop is on an observation line already, and the result line stays a few KiB instead of tens")
-	fs.UintVar(&a.ReplyTag, "reply-tag", 0, "follow the destination's answer to the probe too (a round trip), tagging it with this DSCP value, 1..63, not the probe's tag; sender and receivers of one trace must agree")
+	fs.UintVar(&a.ReplyTag, "reply-tag", 0, "follow the destination's answer to the probe too (a round trip), tagging it with this tag (a DSCP value 1..63, plus 64 or 128 for ECN ECT(1) or ECT(0)), not the probe's; sender and receivers of one trace must agree")
 	if sub != SubcommandTrace {
-		fs.UintVar(&a.Tag, "tag", 0, "the probe's DSCP tag, 1..63 (required)")
+		fs.UintVar(&a.Tag, "tag", 0, "the probe's tag: a DSCP value 1..63, plus 64 or 128 where the probe carries ECN ECT(1) or ECT(0) (required)")
 		return fs, func() {}
 	}
-	fs.UintVar(&a.Tag, "tag", 0, "the probe's DSCP tag, 1..63 (default: random, from the helper's pool, none of Antrea's tags nor a code point real traffic uses)")
+	fs.UintVar(&a.Tag, "tag", 0, "the probe's tag: a DSCP value 1..63, plus 64 or 128 where the probe carries ECN ECT(1) or ECT(0) (default: random, from the helper's pool, none of Antrea's tags nor a code point real traffic uses)")
 	p := &a.Probe
 	fs.StringVar(&p.SourcePod, "source-pod", "", "inject at this pod's port: NAMESPACE/NAME (Antrea pod-namespace/pod-name or OVN-Kubernetes iface-id)")
 	fs.StringVar(&p.InPort, "in-port", "", "inject at this OVS port (instead of --source-pod)")

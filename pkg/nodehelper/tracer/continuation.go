@@ -48,7 +48,7 @@ func (s *session) catchers(ctx context.Context, ethType uint16) ([][]byte, error
 		}
 	}
 	clear := openflow.SetFieldAction(openflow.PktMarkField(s.hostMark))
-	match := append(append(openflow.EthTypeField(ethType), openflow.DSCPField(s.c.Tag)...), openflow.PktMarkField(markCont)...)
+	match := append(append(openflow.EthTypeField(ethType), tagFields(s.c.Tag)...), openflow.PktMarkField(markCont)...)
 	var out [][]byte
 	for _, table := range tables {
 		ca, err := openflow.ControllerAction(s.ctlID, userdata(s.c.Tag, kindCont, uint16(table), 0), true)
@@ -162,7 +162,7 @@ func (s *session) swapInTrampoline(ctx context.Context, table uint8, del, tramp 
 func (s *session) traceFromTrampoline(ctx context.Context, mdFlow string, frame []byte) (ofproto.Trace, error) {
 	// The trace's packet carries no tag, so that it takes the pipeline's
 	// flows and not the helper's copies of them.
-	t, err := s.trace(ctx, mdFlow, probe.WithDSCP(frame, 0))
+	t, err := s.trace(ctx, mdFlow, probe.WithTag(frame, 0))
 	undo, _ := openflow.DeleteByCookie(s.of.NextXid(), s.cookie|kindTramp, ^uint64(0))
 	_ = s.of.Send(undo)
 	return t, err

@@ -1,6 +1,11 @@
 package tracer
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/dscp"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/openflow"
+)
 
 // Cookie layout: bits 63-48 a fixed marker, 47-40 the tag, 39-8 random,
 // 7-0 the kind of flow. All of a trace's flows share the bits above the
@@ -63,4 +68,16 @@ func ParseUserdata(b []byte) (tag, kind uint8, hop, cand uint16, ok bool) {
 		return 0, 0, 0, 0, false
 	}
 	return b[2], b[3], binary.BigEndian.Uint16(b[4:]), binary.BigEndian.Uint16(b[6:]), true
+}
+
+// tagFields matches a trace's tag: its DSCP value and its ECN codepoint
+// (dscp.Tag). Every flow that matches the tag matches both, so that the
+// flows of traces sharing a DSCP value never take each other's probe.
+func tagFields(tag uint8) []byte {
+	return append(openflow.DSCPField(dscp.DSCPOf(tag)), openflow.ECNField(dscp.ECNOf(tag))...)
+}
+
+// setTagActions give a packet the tag: its DSCP value and ECN codepoint.
+func setTagActions(tag uint8) []byte {
+	return append(openflow.SetDSCPAction(dscp.DSCPOf(tag)), openflow.SetFieldAction(openflow.ECNField(dscp.ECNOf(tag)))...)
 }

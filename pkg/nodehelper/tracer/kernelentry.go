@@ -257,7 +257,7 @@ func (s *session) arrivalCatch() (Plan, error) {
 	for _, tp := range arrivals {
 		for _, et := range []uint16{0x0800, 0x86dd} {
 			m := append(openflow.InPortField(openflow.PortNumber(tp.Ofport)), openflow.EthTypeField(et)...)
-			m = append(m, openflow.DSCPField(s.c.Tag)...)
+			m = append(m, tagFields(s.c.Tag)...)
 			catch.FlowMods = append(catch.FlowMods, openflow.NewFlow(0, 0, 0xffff, s.cookie|kindCatch, s.c.hardTimeout(), m, actions))
 		}
 	}

@@ -133,7 +133,7 @@ func (b *planner) planMiss(i int, table uint8) error {
 		if err != nil {
 			return err
 		}
-		match := append(openflow.EthTypeField(in.EthType), openflow.DSCPField(in.Tag)...)
+		match := append(openflow.EthTypeField(in.EthType), tagFields(in.Tag)...)
 		b.p.FlowMods = append(b.p.FlowMods, openflow.NewFlow(0, table, 0, in.Cookie|kindMiss, in.HardTimeout, match, ca))
 		b.missSeen[table] = true
 	}
@@ -231,11 +231,15 @@ func tagMatch(match []byte, ethType uint16, tag uint8) ([]byte, string) {
 		// A copy would catch every packet with that DSCP, not only the probe.
 		return nil, "the flow already matches on ip_dscp"
 	}
+	if openflow.HasECN(match) {
+		// The tag holds the ECN codepoint too (dscp.Tag).
+		return nil, "the flow already matches on ip_ecn"
+	}
 	switch et := openflow.EthTypeOf(match); et {
 	case 0:
-		return append(openflow.EthTypeField(ethType), openflow.DSCPField(tag)...), ""
+		return append(openflow.EthTypeField(ethType), tagFields(tag)...), ""
 	case 0x0800, 0x86dd:
-		return openflow.DSCPField(tag), ""
+		return tagFields(tag), ""
 	default:
 		return nil, fmt.Sprintf("the flow matches eth_type %#04x, not IP", et)
 	}

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/dscp"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/ofproto"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/openflow"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/probe"
@@ -144,7 +145,7 @@ func (s *session) waitCatchWithin(ctx context.Context, catch Plan, d time.Durati
 			// then catch again.
 			s.ignored++
 			if sum, err := probe.Decode(pin.Packet); err == nil {
-				s.c.Logf("caught a packet %s -> %s (DSCP %d, mark %#x) that is not the one this trace follows: let go", sum.SrcIP, sum.DstIP, sum.DSCP, sum.Mark)
+				s.c.Logf("caught a packet %s -> %s (tag %s, mark %#x) that is not the one this trace follows: let go", sum.SrcIP, sum.DstIP, dscp.Name(sum.Tag), sum.Mark)
 			}
 			s.forget(kindCatch)
 			del, _ := openflow.DeleteByCookie(s.of.NextXid(), s.cookie|kindCatch, ^uint64(0))
@@ -183,7 +184,7 @@ func (s *session) notSeen(err error) (Outcome, error) {
 	}
 	res := report.NodeResult{Node: s.c.Node, Role: report.RoleReceiver}
 	code := ExitTimeout
-	ex := &report.Explanation{Summary: fmt.Sprintf("no packet with tag %d arrived from another node within %s", s.c.Tag, s.c.Timeout)}
+	ex := &report.Explanation{Summary: fmt.Sprintf("no packet with tag %s arrived from another node within %s", dscp.Name(s.c.Tag), s.c.Timeout)}
 	if err := s.c.Out.Write(report.Line{Type: report.TypeResult, Result: &res, Explanation: ex, ExitCode: &code}); err != nil {
 		return Outcome{}, err
 	}

@@ -287,7 +287,7 @@ func (s *session) answerCatch(to probe.ReplyTo) (Plan, []catchKey, error) {
 	if err != nil {
 		return Plan{}, nil, err
 	}
-	actions := append(append(ca, openflow.SetDSCPAction(s.c.Tag)...), openflow.ResubmitAction(0)...)
+	actions := append(append(ca, setTagActions(s.c.Tag)...), openflow.ResubmitAction(0)...)
 	v6 := to.Source.Is6()
 	ethType, icmp := uint16(0x0800), uint8(1)
 	echoReply, errs := uint8(0), []uint8{3, 11}
@@ -366,7 +366,7 @@ func (s *session) followAnswer(ctx context.Context, catch Plan, answers func([]b
 		s.probeSrcIP = src.SrcIP
 	}
 	received := report.Observation{Component: report.ComponentForwarding, ComponentInfo: s.names.NameHop(ofproto.Hop{Table: 0, NoMatch: true}).Where, Action: report.ActionReceived}
-	return s.follow(ctx, report.RoleReceiver, pin, nil, received, probe.WithDSCP(pin.Packet, s.c.Tag))
+	return s.follow(ctx, report.RoleReceiver, pin, nil, received, probe.WithTag(pin.Packet, s.c.Tag))
 }
 
 // unanswered ends an answer's trace that caught nothing.

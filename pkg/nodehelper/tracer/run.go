@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kubectl-traceflow/kubectl-traceflow/internal/version"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/dscp"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/antreaagent"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/ofproto"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/openflow"
@@ -222,8 +223,8 @@ func (c Common) hardTimeout() uint16 {
 }
 
 func open(ctx context.Context, c Common) (*session, error) {
-	if c.Tag == 0 || c.Tag > 63 {
-		return nil, setupErr("tag %d out of range 1..63 (a DSCP value)", c.Tag)
+	if !dscp.ValidTag(c.Tag) {
+		return nil, setupErr("tag %d out of range %s", c.Tag, dscp.TagRange)
 	}
 	if c.Logf == nil {
 		c.Logf = func(string, ...any) {}
@@ -280,8 +281,8 @@ func (s *session) timed(name string) {
 // OVN names, OVS's control socket), which neither changes, and has a
 // cookie, controller id and OpenFlow connection of its own.
 func (s *session) beside(ctx context.Context, c Common) (*session, error) {
-	if c.Tag == 0 || c.Tag > 63 {
-		return nil, setupErr("tag %d out of range 1..63 (a DSCP value)", c.Tag)
+	if !dscp.ValidTag(c.Tag) {
+		return nil, setupErr("tag %d out of range %s", c.Tag, dscp.TagRange)
 	}
 	b := &session{c: c, start: time.Now(), hostAddrs: s.hostAddrs, br: s.br, ovs: s.ovs,
 		names: s.names, tables: s.tables, naming: s.naming, ovnRemote: s.ovnRemote}

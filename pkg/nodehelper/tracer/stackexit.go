@@ -53,7 +53,7 @@ func (s *session) watchStackExit(ctx context.Context, up *uplink) error {
 	actions := append(append(ca, openflow.SetFieldAction(openflow.XReg7BitSetField(s.c.Tag))...), openflow.ResubmitAction(0)...)
 	for _, et := range []uint16{0x0800, 0x86dd} {
 		m := append(openflow.InPortField(openflow.PortNumber(up.local.Ofport)), openflow.EthTypeField(et)...)
-		m = append(append(m, openflow.DSCPField(s.c.Tag)...), openflow.XReg7BitClearField(s.c.Tag)...)
+		m = append(append(m, tagFields(s.c.Tag)...), openflow.XReg7BitClearField(s.c.Tag)...)
 		if err := of.Send(openflow.NewFlow(of.NextXid(), 0, 0xffff, s.cookie|kindCopy, s.c.hardTimeout(), m, actions)); err != nil {
 			of.Close()
 			return err
