@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/dscp"
 )
 
 // matrixCell is one object of `kubectl traceflow matrix -o json`.
@@ -28,6 +28,8 @@ type matrixCell struct {
 	NetworkPolicy                  string
 	Rule                           string `json:"networkPolicyRule"`
 	Direction, Source, Destination string
+	// Tag is the probe's (dscp.Tag).
+	Tag uint8
 }
 
 type matrixRun struct {
@@ -124,12 +126,22 @@ func TestMatrixAgreesWithRealTraffic(t *testing.T) {
 	if states["delivered"] != 2 || states["refused"] != 2 || states["dropped"] != 8 {
 		t.Errorf("cells by state %v, want 2 delivered (client to web on 80), 2 refused (web to client on 81), 8 dropped", states)
 	}
+	// The run's traces shared DSCP values, told apart by ECN (four round
+	// trips at once on three), each cell still equal to real traffic.
+	tags, shared := map[string]int{}, 0
+	for _, c := range r.cells {
+		tags[dscp.Name(c.Tag)]++
+		shared += min(int(dscp.ECNOf(c.Tag)), 1)
+	}
+	if t.Logf("the cells' probe tags: %v", tags); shared == 0 {
+		t.Errorf("no cell's probe carried an ECN variant of its DSCP value (tags %v): the run's traces shared none", tags)
+	}
 	assertNothingLeft(t)
 }
 
 // Two matrices of one namespace at once, each asking for the whole tag
-// pool (--parallel 14: seven round trips at once, two tags each): the
-// pool cannot hold both, so cells of one find every tag taken. Each cell
+// pool (--parallel 42: its 12 cells at once, two tags each, on 8 of the
+// 14 DSCP values): the pool cannot hold both, so cells of one find every tag taken. Each cell
 // of both must complete and equal real traffic: a cell that found no tag
 // runs again at its run's end, on the run's own tags or, where its run
 // holds too few, once the other run's come free (before, such cells
@@ -143,7 +155,7 @@ func TestMatricesAtOnceAgreeWithRealTraffic(t *testing.T) {
 		for i := range runs {
 			t.Run(fmt.Sprint(i+1), func(t *testing.T) {
 				t.Parallel()
-				runs[i] = runMatrix(t, "-n", ns, "--parallel", "14", "-o", "json")
+				runs[i] = runMatrix(t, "-n", ns, "--parallel", fmt.Sprint(len(dscp.Pool())*dscp.ECNVariants), "-o", "json")
 			})
 		}
 	})
@@ -200,15 +212,6 @@ func waitRealTraffic(t testing.TB, ns string, wants []matrixWant, ips map[string
 		}
 		return nil
 	})
-}
-
-// podIPs are the pods' addresses by name.
-func podIPs(pods map[string]*corev1.Pod) map[string]string {
-	ips := map[string]string{}
-	for name, p := range pods {
-		ips[name] = p.Status.PodIP
-	}
-	return ips
 }
 
 // realTrafficOfCells is the real traffic of every cell, sent from its

@@ -53,3 +53,12 @@ func selfService(t testing.TB, ns string) (*corev1.Pod, string) {
 	pods := waitPods(t, ns, "self")
 	return pods["self"], strings.TrimSpace(mustKubectl(t, "get", "service", "-n", ns, "self", "-o", "jsonpath={.spec.clusterIP}"))
 }
+
+// podIPs are the pods' addresses by name.
+func podIPs(pods map[string]*corev1.Pod) map[string]string {
+	ips := map[string]string{}
+	for name, p := range pods {
+		ips[name] = p.Status.PodIP
+	}
+	return ips
+}

@@ -23,9 +23,9 @@ import (
 )
 
 // defaultParallel is how many traces of a suite run at once unless
-// --parallel says otherwise: 8 of the 14 tags of the pool, leaving tags for other
-// users' traces, and no more helper pods at once than a small node starts
-// quickly.
+// --parallel says otherwise: 8 of the pool's 42 tags (3 of its 14 DSCP values
+// on shared helpers), leaving tags for other users' traces, and no more helper
+// pods at once than a small node starts quickly.
 const defaultParallel = 8
 
 // CheckOptions is `kubectl traceflow check -f FILE`.
@@ -125,7 +125,7 @@ helper pods of its own, as a single trace does.`,
 func (o *CheckOptions) addRunFlags(f *pflag.FlagSet) {
 	f.StringVar(&o.junit, "junit", "", "also write a JUnit XML report to FILE")
 	f.Var(&enumValue{&o.color, []string{"auto", "always", "never"}}, "color", "colour the output: auto honours NO_COLOR and needs a terminal")
-	f.IntVar(&o.parallel, "parallel", o.parallel, fmt.Sprintf("how many traces run at once, 1-%d (the tag pool); a roundTrip case counts twice (its answer holds a tag too)", tracerun.MaxParallel()))
+	f.IntVar(&o.parallel, "parallel", o.parallel, fmt.Sprintf("how many traces run at once, 1-%d (the tag pool: 14 DSCP values, each carried by up to 3 traces of the run on shared helpers, told apart by ECN); a roundTrip case counts twice (its answer holds a tag too)", tracerun.MaxParallel()))
 	f.Var(&timeoutValue{&o.timeout}, "timeout", "timeout of a trace whose case and defaults set none, 1s to 300s")
 	f.Var(&enumValue{&o.engine, []string{"auto", "agent", "helper"}}, "engine",
 		"who traces: agent (Antrea's agents), helper (our node helper pods), or auto (agent where Antrea serves Traceflow)")

@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/dscp"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/report"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/labels"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/outcome"
@@ -62,7 +63,7 @@ func newRecorder(c traceflow.Client, tf *traceflow.Traceflow, asCR, keep bool) *
 
 func (r *recorder) start(ctx context.Context, tag uint8, now time.Time) error {
 	t := metav1.NewTime(now)
-	r.tf.Status = traceflow.Status{Phase: traceflow.PhaseRunning, DataplaneTag: int8(tag), StartTime: &t}
+	r.tf.Status = traceflow.Status{Phase: traceflow.PhaseRunning, DataplaneTag: int8(dscp.DSCPOf(tag)), StartTime: &t}
 	if !r.asCR {
 		return nil
 	}

@@ -2,7 +2,6 @@ package tagalloc
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -33,13 +32,17 @@ type Local struct {
 	// says that released claims are kept (idle) rather than deleted.
 	keepAs string
 	life   context.Context
-	idle   []idleClaim
+	// held is what the run keeps (kept.go).
+	held []*heldClaim
 	// exhaustedAt is when a claim of the run last asked about every tag
 	// the run does not hold and found each another plugin's; until
 	// ExhaustedFor after it, a claim fails so without asking again.
 	exhaustedAt time.Time
 	// clock is time.Now where nil (a test's own otherwise).
 	clock func() time.Time
+	// renewEvery is the kept claims' renewal period (Hold's default where
+	// zero; a test's own otherwise).
+	renewEvery time.Duration
 }
 
 // ExhaustedFor is how long a run that found the pool taken by other
@@ -49,13 +52,6 @@ type Local struct {
 // than the wait of a trace starved of tags (check.TagPoll), whose run
 // deletes its idle claims first (Yield, which forgets the finding too).
 const ExhaustedFor = 500 * time.Millisecond
-
-// idleClaim is a claim the run keeps while no trace uses it; stop ends its
-// renewal.
-type idleClaim struct {
-	c    *Claim
-	stop context.CancelFunc
-}
 
 // NewLocal returns an empty set.
 func NewLocal() *Local { return &Local{busy: map[uint8]bool{}} }
@@ -149,74 +145,6 @@ func (l *Local) locked(f func()) {
 	f()
 }
 
-// reuse hands out a kept claim whose tag is not in inUse, or nil. A claim
-// whose renewal found it no longer the run's (its Lease deleted or taken
-// over) is dropped, its tag free to be claimed again through the API.
-func (l *Local) reuse(inUse map[uint8]bool) *Claim {
-	if l == nil {
-		return nil
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for i := 0; i < len(l.idle); i++ {
-		ic := l.idle[i]
-		if ic.c.lost.Load() {
-			ic.stop()
-			delete(l.busy, ic.c.Tag)
-			l.idle = append(l.idle[:i], l.idle[i+1:]...)
-			i--
-			continue
-		}
-		if inUse[ic.c.Tag] {
-			continue
-		}
-		ic.stop()
-		l.idle = append(l.idle[:i], l.idle[i+1:]...)
-		return ic.c
-	}
-	return nil
-}
-
-// keep takes c back as an idle claim of the run and renews it, reporting
-// whether it did: not without Keep, after Close, nor for a claim found
-// lost.
-func (l *Local) keep(c *Claim) bool {
-	if l == nil {
-		return false
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.keepAs == "" || l.life == nil || l.life.Err() != nil || c.lost.Load() {
-		return false
-	}
-	ctx, stop := context.WithCancel(l.life)
-	l.idle = append(l.idle, idleClaim{c: c, stop: stop})
-	go c.Hold(ctx, time.Now)
-	return true
-}
-
-// Close releases every claim l keeps and keeps no more: a claim released
-// after it is deleted. Run it once the run's traces have ended.
-func (l *Local) Close(ctx context.Context) error {
-	if l == nil {
-		return nil
-	}
-	l.mu.Lock()
-	idle := l.idle
-	l.idle, l.keepAs = nil, ""
-	for _, ic := range idle {
-		ic.stop()
-	}
-	l.mu.Unlock()
-	var errs []error
-	for _, ic := range idle {
-		if err := ic.c.Release(ctx); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
-}
-
 // remove deletes c's Lease if it is still c's (same UID).
 func (c *Claim) remove(ctx context.Context) error {
 	uid := c.uid
@@ -225,27 +153,4 @@ func (c *Claim) remove(ctx context.Context) error {
 		return fmt.Errorf("release dataplane tag %d: %w", c.Tag, err)
 	}
 	return nil
-}
-
-// Yield deletes the claims l keeps idle, and goes on keeping those its
-// traces release later. A run that waits for tags calls it first: a round
-// trip takes two, and a run sitting on one it cannot use alone would keep
-// another run, waiting the same way, from ever having two.
-func (l *Local) Yield(ctx context.Context) error {
-	if l == nil {
-		return nil
-	}
-	l.mu.Lock()
-	idle := l.idle
-	l.idle = nil
-	for _, ic := range idle {
-		ic.stop()
-	}
-	l.mu.Unlock()
-	var errs []error
-	for _, ic := range idle {
-		errs = append(errs, ic.c.remove(ctx))
-		l.freed(ic.c.Tag)
-	}
-	return errors.Join(errs...)
 }

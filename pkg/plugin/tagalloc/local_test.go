@@ -7,6 +7,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/dscp"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/labels"
 )
 
@@ -15,6 +16,7 @@ import (
 // and deletes it all on Close; a claim released after Close is deleted.
 func TestKeptClaimsServeTheRunsNextTraces(t *testing.T) {
 	s, run, a, ctx := keepingRun(t, "tfmatrix-x")
+	run.renewEvery = 5 * time.Millisecond
 	first, err := a.Acquire(ctx, "cell-1", time.Minute, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -24,14 +26,13 @@ func TestKeptClaimsServeTheRunsNextTraces(t *testing.T) {
 	if err != nil || l.Labels[labels.Trace] != "tfmatrix-x" {
 		t.Fatalf("the claim's Lease %+v (%v): want it under the run's name", l, err)
 	}
-	first.renewEvery = 5 * time.Millisecond
 	if err := first.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
 	s.cs.ClearActions()
 	second, err := a.Acquire(ctx, "cell-2", time.Minute, nil)
-	if err != nil || second != first {
-		t.Fatalf("the next trace's claim %+v (%v), want the kept one", second, err)
+	if err != nil || second.Tag != first.Tag || second.name != first.name {
+		t.Fatalf("the next trace's claim %+v (%v), want the kept tag %d", second, err, first.Tag)
 	}
 	if n := len(s.cs.Actions()); n != 0 {
 		t.Errorf("%d API calls to reuse a kept claim: %v", n, s.cs.Actions())
@@ -44,11 +45,12 @@ func TestKeptClaimsServeTheRunsNextTraces(t *testing.T) {
 		l, err := leases.Get(ctx, first.name, metav1.GetOptions{})
 		return err == nil && l.Spec.RenewTime != nil
 	})
-	// A kept tag that the trace may not carry (another engine's) is not
+	// A kept DSCP value none of whose tags the trace may carry is not
 	// handed out: the trace claims another.
-	third, err := a.Acquire(ctx, "cell-3", time.Minute, map[uint8]bool{first.Tag: true})
-	if err != nil || third.Tag == first.Tag {
-		t.Fatalf("claim %+v (%v), want a tag other than %d", third, err, first.Tag)
+	d := dscp.DSCPOf(first.Tag)
+	third, err := a.Acquire(ctx, "cell-3", time.Minute, map[uint8]bool{d: true, dscp.Tag(d, 1): true, dscp.Tag(d, 2): true})
+	if err != nil || dscp.DSCPOf(third.Tag) == dscp.DSCPOf(first.Tag) {
+		t.Fatalf("claim %+v (%v), want a DSCP value other than %d", third, err, first.Tag)
 	}
 	if err := third.Release(ctx); err != nil {
 		t.Fatal(err)
@@ -71,15 +73,75 @@ func TestKeptClaimsServeTheRunsNextTraces(t *testing.T) {
 	}
 }
 
+// The traces of a run that keeps its claims share each DSCP value it
+// holds, three at once, told apart by their ECN codepoints, under the one
+// Lease; a fourth claims a DSCP value of its own. A tag the trace already
+// carries (a round trip's probe, claiming its answer's) is not handed out
+// again, and a variant whose trace ended comes back. A claim still
+// carried at Close goes with its last trace.
+func TestKeptClaimServesThreeTracesAtOnce(t *testing.T) {
+	s, run, a, ctx := keepingRun(t, "run")
+	leases := s.cs.CoordinationV1().Leases("traceflow-system")
+	var got []*Claim
+	for i := range 3 {
+		var also map[uint8]bool
+		if i > 0 {
+			also = map[uint8]bool{got[i-1].Tag: true}
+		}
+		c, err := a.Acquire(ctx, "cell", time.Minute, also)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, c)
+	}
+	d := dscp.DSCPOf(got[0].Tag)
+	for e, c := range got {
+		if c.Tag != dscp.Tag(d, uint8(e)) || c.name != LeaseName(d) { //nolint:gosec // three
+			t.Errorf("claim %d: tag %s, Lease %s; want %s under %s", e, dscp.Name(c.Tag), c.name, dscp.Name(dscp.Tag(d, uint8(e))), LeaseName(d)) //nolint:gosec // three
+		}
+	}
+	if left, _ := leases.List(ctx, metav1.ListOptions{}); len(left.Items) != 1 {
+		t.Fatalf("%d Leases for three traces of one DSCP value, want 1", len(left.Items))
+	}
+	fourth, err := a.Acquire(ctx, "cell", time.Minute, nil)
+	if err != nil || dscp.DSCPOf(fourth.Tag) == d || dscp.ECNOf(fourth.Tag) != 0 {
+		t.Fatalf("the fourth claim %+v (%v): want another DSCP value, ECN 0", fourth, err)
+	}
+	if err := got[1].Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	again, err := a.Acquire(ctx, "cell", time.Minute, nil)
+	if err != nil || again.Tag != got[1].Tag {
+		t.Fatalf("claim %+v (%v), want the variant given back, %s", again, err, dscp.Name(got[1].Tag))
+	}
+	for _, c := range []*Claim{fourth, again, got[2]} {
+		if err := c.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := run.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := leases.Get(ctx, LeaseName(d), metav1.GetOptions{}); err != nil {
+		t.Fatalf("the Lease of %d, still carried by a trace, went at Close: %v", d, err)
+	}
+	if err := got[0].Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if left, _ := leases.List(ctx, metav1.ListOptions{}); len(left.Items) != 0 {
+		t.Fatalf("%d claims left after the last trace", len(left.Items))
+	}
+}
+
 // A kept claim whose Lease is no longer the run's (deleted, then taken by
 // another plugin) is never handed out again.
 func TestKeptClaimLostIsNotReused(t *testing.T) {
-	s, _, a, ctx := keepingRun(t, "run")
+	s, run, a, ctx := keepingRun(t, "run")
+	run.renewEvery = 5 * time.Millisecond
 	c, err := a.Acquire(ctx, "cell", time.Minute, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.renewEvery = 5 * time.Millisecond
 	if err := c.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -90,9 +152,9 @@ func TestKeptClaimLostIsNotReused(t *testing.T) {
 	if err != nil || other.Tag != c.Tag {
 		t.Fatalf("the other plugin's claim %+v (%v), want tag %d", other, err, c.Tag)
 	}
-	waitFor(t, "the idle renewal to find the claim lost", c.lost.Load)
+	waitFor(t, "the idle renewal to find the claim lost", c.held.c.lost.Load)
 	got, err := a.Acquire(ctx, "next", time.Minute, nil)
-	if err != nil || got == c || got.Tag == c.Tag {
+	if err != nil || dscp.DSCPOf(got.Tag) == dscp.DSCPOf(c.Tag) {
 		t.Fatalf("claim %+v (%v): the lost claim of tag %d was handed out", got, err, c.Tag)
 	}
 }
@@ -110,13 +172,14 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 // A kept claim that goes from trace to trace, each holding it for less
-// than the renewal period, is renewed all the same: its period counts from
-// its last write, not from each Hold's start (before, a matrix's claims
-// were never renewed, expired 15 s into the run, and another plugin took
-// them over while the run still traced with them).
+// than the renewal period, is renewed all the same: the run renews it,
+// whichever traces carry it (before, a matrix's claims were never
+// renewed, expired 15 s into the run, and another plugin took them over
+// while the run still traced with them).
 func TestKeptClaimHandedOnIsRenewed(t *testing.T) {
-	s, _, a, ctx := keepingRun(t, "run")
+	s, run, a, ctx := keepingRun(t, "run")
 	const every = 40 * time.Millisecond
+	run.renewEvery = every
 	start := time.Now()
 	var first *Claim
 	for time.Since(start) < 10*every {
@@ -126,13 +189,13 @@ func TestKeptClaimHandedOnIsRenewed(t *testing.T) {
 		}
 		if first == nil {
 			first = c
-			c.renewEvery = every
-		} else if c != first {
+		} else if c.held != first.held {
 			t.Fatalf("claim %+v, want the kept one", c)
 		}
 		// A trace: its own Hold for a quarter of the period.
 		hold, stop := context.WithTimeout(ctx, every/4)
 		c.Hold(hold, time.Now)
+		<-hold.Done()
 		stop()
 		if err := c.Release(ctx); err != nil {
 			t.Fatal(err)
@@ -150,13 +213,17 @@ func TestKeptClaimHandedOnIsRenewed(t *testing.T) {
 	}
 }
 
-// Yield deletes the run's idle claims, so that another run may take the
-// tags; claims released later are kept again.
+// Yield deletes the claims the run keeps that no trace carries, so that
+// another run may take the tags; claims released later are kept again.
 func TestYieldGivesUpIdleClaims(t *testing.T) {
 	s, run, a, ctx := keepingRun(t, "run")
-	busy, err := a.Acquire(ctx, "busy", time.Minute, nil)
-	if err != nil {
-		t.Fatal(err)
+	var busy []*Claim
+	for range dscp.ECNVariants {
+		c, err := a.Acquire(ctx, "busy", time.Minute, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		busy = append(busy, c)
 	}
 	idle, err := a.Acquire(ctx, "idle", time.Minute, nil)
 	if err != nil {
@@ -172,15 +239,19 @@ func TestYieldGivesUpIdleClaims(t *testing.T) {
 	if _, err := leases.Get(ctx, idle.name, metav1.GetOptions{}); err == nil {
 		t.Fatal("the idle claim's Lease is still there after Yield")
 	}
-	other, err := s.alloc().Acquire(ctx, "other", time.Minute, map[uint8]bool{busy.Tag: true})
+	if _, err := leases.Get(ctx, busy[0].name, metav1.GetOptions{}); err != nil {
+		t.Fatalf("the Lease its traces carry went with Yield: %v", err)
+	}
+	other, err := s.alloc().Acquire(ctx, "other", time.Minute, map[uint8]bool{dscp.DSCPOf(busy[0].Tag): true})
 	if err != nil || other.Tag != idle.Tag {
 		t.Fatalf("another plugin's claim %+v (%v), want the yielded tag %d", other, err, idle.Tag)
 	}
-	if err := busy.Release(ctx); err != nil {
+	if err := busy[0].Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if again, err := a.Acquire(ctx, "next", time.Minute, nil); err != nil || again != busy {
-		t.Fatalf("claim %+v (%v): a claim released after Yield must be kept", again, err)
+	s.cs.ClearActions()
+	if again, err := a.Acquire(ctx, "next", time.Minute, nil); err != nil || again.Tag != busy[0].Tag || len(s.cs.Actions()) != 0 {
+		t.Fatalf("claim %+v (%v, %d API calls): a claim released after Yield must be kept", again, err, len(s.cs.Actions()))
 	}
 }
 

@@ -37,7 +37,8 @@ func AntreaPool() []uint8 { return dscp.AntreaPool() }
 const leasePrefix = "kubectl-traceflow-tag-"
 
 // LeaseName is the name of the Lease that claims tag.
-func LeaseName(tag uint8) string { return leasePrefix + strconv.Itoa(int(tag)) }
+// A tag's ECN variants share their DSCP value's Lease (kept.go).
+func LeaseName(tag uint8) string { return leasePrefix + strconv.Itoa(int(dscp.DSCPOf(tag))) }
 
 // ErrExhausted means every tag is held by a running trace.
 var ErrExhausted = errors.New("all dataplane tags are in use by running traces")
@@ -88,20 +89,25 @@ type Claim struct {
 	renewed atomic.Pointer[time.Time]
 	// lost is set once Hold finds the Lease no longer this claim's.
 	lost atomic.Bool
+	// held, where set, is the run's claim of this tag's DSCP value, of
+	// which this is one ECN variant (kept.go).
+	held *heldClaim
 }
 
 // Acquire claims a free tag for trace, held for ttl (the trace's timeout plus
 // the time to clean up). Tags in inUse (held by other engines, for example
-// Antrea's own traces) are skipped. Where a claim of the run found every
-// tag taken less than ExhaustedFor ago, and the run has none idle, it
-// fails so at once.
+// Antrea's own traces, or the trace's own probe) are skipped: a DSCP value
+// the run does not hold is skipped where its tag with ECN 0 is in inUse. Where the run keeps its claims, a
+// free ECN variant of a DSCP value it holds comes first. Where a claim of
+// the run found every tag taken less than ExhaustedFor ago, and the run
+// has no variant free, it fails so at once.
 func (a *Allocator) Acquire(ctx context.Context, trace string, ttl time.Duration, inUse map[uint8]bool) (*Claim, error) {
 	pool := Pool()
 	start := 0
 	if a.Start != nil {
 		start = a.Start(len(pool)) % len(pool)
 	}
-	if c := a.Local.reuse(inUse); c != nil {
+	if c := a.Local.variant(inUse); c != nil {
 		return c, nil
 	}
 	if a.Local.recentlyExhausted() {
@@ -121,6 +127,9 @@ func (a *Allocator) Acquire(ctx context.Context, trace string, ttl time.Duration
 		}
 		if c != nil {
 			c.local = a.Local
+			if v := a.Local.adopt(c); v != nil {
+				return v, nil
+			}
 			return c, nil
 		}
 		a.Local.put(tag)
@@ -251,6 +260,9 @@ const ClaimDuration = 15 * time.Second
 // retried a period later (an API server restart takes less than a claim's
 // duration).
 func (c *Claim) Hold(ctx context.Context, local func() time.Time) {
+	if c.held != nil {
+		return // the run renews it (kept.go)
+	}
 	every := c.renewEvery
 	if every == 0 {
 		every = ClaimDuration / 3
@@ -302,8 +314,8 @@ func (c *Claim) Hold(ctx context.Context, local func() time.Time) {
 // delete fail, the Lease expires by itself, and the run's next try of the
 // tag asks the API server.
 func (c *Claim) Release(ctx context.Context) error {
-	if c.local.keep(c) {
-		return nil
+	if c.held != nil {
+		return c.local.giveBack(ctx, c)
 	}
 	defer c.local.freed(c.Tag)
 	return c.remove(ctx)

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/kubectl-traceflow/kubectl-traceflow/internal/version"
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/dscp"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/helperpod"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/install"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/tagalloc"
@@ -46,5 +47,8 @@ func ValidateOVSRunDir(dir string) error {
 }
 
 // MaxParallel is how many traces may run at once: one per tag of the pool,
-// so that no trace fails for want of a tag.
-func MaxParallel() int { return len(tagalloc.Pool()) }
+// so that no trace waits for a tag where the run has the pool to itself.
+// The run's traces on shared helpers share each DSCP value it holds, three
+// at once (dscp.Tag); traces with helper pods of their own beyond the 14
+// DSCP values wait for one.
+func MaxParallel() int { return len(tagalloc.Pool()) * dscp.ECNVariants }

@@ -10,6 +10,7 @@ import (
 	"github.com/charmbracelet/x/ansi"
 	"github.com/muesli/termenv"
 
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/dscp"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/report"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/outcome"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/termsafe"
@@ -71,7 +72,7 @@ func (l *Live) Frame(m *outcome.Model, now time.Time, step int) string {
 	t := m.Trace
 	lines = append(lines, s.title.Render("traceflow ")+esc(t.Source)+" → "+esc(t.Destination)+"  "+esc(t.Packet))
 	if t.Engine != "" {
-		lines = append(lines, s.dim.Render(fmt.Sprintf("engine %s (%s) · tag %d · %s", esc(t.Engine), esc(t.EngineReason), t.Tag, esc(t.Name))))
+		lines = append(lines, s.dim.Render(fmt.Sprintf("engine %s (%s) · tag %s · %s", esc(t.Engine), esc(t.EngineReason), dscp.Name(t.Tag), esc(t.Name))))
 	}
 	for _, w := range m.Warnings {
 		where := ""

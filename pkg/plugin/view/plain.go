@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/dscp"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/report"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/outcome"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/termsafe"
@@ -41,7 +42,7 @@ func (p Plain) line(m *outcome.Model, u outcome.Update) string {
 	switch u := u.(type) {
 	case outcome.TraceStarted:
 		return kv("trace", "name", u.Name, "engine", u.Engine, "why", u.EngineReason,
-			"source", u.Source, "destination", u.Destination, "packet", u.Packet, "tag", strconv.Itoa(int(u.Tag)))
+			"source", u.Source, "destination", u.Destination, "packet", u.Packet, "tag", dscp.Name(u.Tag))
 	case outcome.HelperWaiting:
 		return kv("waiting", "node", u.Node, "role", string(u.Role), "for", u.Reason)
 	case outcome.HelperReady:

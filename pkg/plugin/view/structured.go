@@ -3,6 +3,7 @@ package view
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/dscp"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/labels"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/outcome"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/plugin/traceflow"
@@ -28,7 +29,7 @@ func Record(m *outcome.Model, base *traceflow.Traceflow) *traceflow.Traceflow {
 		ann[k] = v
 	}
 	st := &out.Status
-	st.DataplaneTag = int8(m.Trace.Tag)
+	st.DataplaneTag = int8(dscp.DSCPOf(m.Trace.Tag))
 	st.Phase = traceflow.PhaseRunning
 	if !m.Started.IsZero() {
 		t := metav1.NewTime(m.Started)
