@@ -4,8 +4,9 @@
 package dscp
 
 // The pool. A tag is a DSCP value (6 bits, 0..63) that the probe carries
-// and every observation flow matches, so a tag must never be a value that
-// other packets on the same bridges carry at the same time:
+// and every observation flow matches (with an ECN codepoint beside it where
+// a run's traces share the value: tag.go), so a tag must never be a value
+// that other packets on the same bridges carry at the same time:
 //   - Antrea's own Traceflow controller allocates 7..59 in steps of 4
 //     (AntreaPool) for its traces, and never sees our Leases: sharing that
 //     range would let a helper trace and an Antrea trace carry one tag, each

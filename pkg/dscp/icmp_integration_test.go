@@ -70,7 +70,7 @@ func TestIntegrationKernelICMPErrorsCarryNoTag(t *testing.T) {
 		for _, got := range slices.Sorted(maps.Keys(by)) {
 			from := by[got]
 			t.Logf("%s: the kernel's ICMP error carries DSCP %d, ECN %d for packets with TOS %v", family, got>>2, got&3, from)
-			if tag := dscp.FromTOS(got); dscp.ValidTag(tag) && slices.Contains(dscp.Pool(), dscp.DSCPOf(tag)) {
+			if tag := dscp.FromTOS(got); dscp.ValidTag(tag) && slices.Contains(dscp.Pool(), dscp.Value(tag)) {
 				t.Errorf("%s: an ICMP error to a packet with TOS %v carries tag %s, of the pool %v", family, from, dscp.Name(tag), dscp.Pool())
 			}
 		}

@@ -36,22 +36,22 @@ const ECNVariants = 3
 // Tag builds the tag of DSCP value d with ECN codepoint ecn (0..2).
 func Tag(d, ecn uint8) uint8 { return d&0x3f | ecn<<6 }
 
-// DSCPOf is the DSCP value of a tag.
-func DSCPOf(tag uint8) uint8 { return tag & 0x3f }
+// Value is the DSCP value of a tag.
+func Value(tag uint8) uint8 { return tag & 0x3f }
 
-// ECNOf is the ECN codepoint of a tag.
-func ECNOf(tag uint8) uint8 { return tag >> 6 }
+// ECN is the ECN codepoint of a tag.
+func ECN(tag uint8) uint8 { return tag >> 6 }
 
 // TOS is the IPv4 TOS byte (the IPv6 traffic class) a probe with the tag
 // carries: its DSCP value, then its ECN codepoint.
-func TOS(tag uint8) uint8 { return DSCPOf(tag)<<2 | ECNOf(tag) }
+func TOS(tag uint8) uint8 { return Value(tag)<<2 | ECN(tag) }
 
 // FromTOS is the tag a TOS byte (an IPv6 traffic class) stands for; CE
 // gives a value no tag has (ValidTag false).
 func FromTOS(tos uint8) uint8 { return tos>>2 | (tos&3)<<6 }
 
 // ValidTag reports whether tag is a DSCP value 1..63 with ECN 0..2.
-func ValidTag(tag uint8) bool { return DSCPOf(tag) != 0 && ECNOf(tag) < ECNVariants }
+func ValidTag(tag uint8) bool { return Value(tag) != 0 && ECN(tag) < ECNVariants }
 
 // TagRange says what a valid tag is, for error messages.
 const TagRange = "1..63 (a DSCP value), plus 64 or 128 for the same value with ECN ECT(1) or ECT(0)"
@@ -59,13 +59,13 @@ const TagRange = "1..63 (a DSCP value), plus 64 or 128 for the same value with E
 // Name writes a tag for people: its DSCP value, and its ECN codepoint
 // where it has one ("9", "9+ECT(1)").
 func Name(tag uint8) string {
-	switch ECNOf(tag) {
+	switch ECN(tag) {
 	case 0:
-		return fmt.Sprint(DSCPOf(tag))
+		return fmt.Sprint(Value(tag))
 	case 1:
-		return fmt.Sprintf("%d+ECT(1)", DSCPOf(tag))
+		return fmt.Sprintf("%d+ECT(1)", Value(tag))
 	case 2:
-		return fmt.Sprintf("%d+ECT(0)", DSCPOf(tag))
+		return fmt.Sprintf("%d+ECT(0)", Value(tag))
 	}
-	return fmt.Sprintf("%d+CE", DSCPOf(tag))
+	return fmt.Sprintf("%d+CE", Value(tag))
 }

@@ -9,8 +9,8 @@ func TestTagRoundTripsThroughTOS(t *testing.T) {
 	for _, d := range Pool() {
 		for ecn := uint8(0); ecn < ECNVariants; ecn++ {
 			tag := Tag(d, ecn)
-			if !ValidTag(tag) || DSCPOf(tag) != d || ECNOf(tag) != ecn {
-				t.Fatalf("Tag(%d, %d) = %d: valid %v, DSCP %d, ECN %d", d, ecn, tag, ValidTag(tag), DSCPOf(tag), ECNOf(tag))
+			if !ValidTag(tag) || Value(tag) != d || ECN(tag) != ecn {
+				t.Fatalf("Tag(%d, %d) = %d: valid %v, DSCP %d, ECN %d", d, ecn, tag, ValidTag(tag), Value(tag), ECN(tag))
 			}
 			if seen[tag] {
 				t.Fatalf("Tag(%d, %d) = %d twice", d, ecn, tag)

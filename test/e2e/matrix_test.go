@@ -131,7 +131,7 @@ func TestMatrixAgreesWithRealTraffic(t *testing.T) {
 	tags, shared := map[string]int{}, 0
 	for _, c := range r.cells {
 		tags[dscp.Name(c.Tag)]++
-		shared += min(int(dscp.ECNOf(c.Tag)), 1)
+		shared += min(int(dscp.ECN(c.Tag)), 1)
 	}
 	if t.Logf("the cells' probe tags: %v", tags); shared == 0 {
 		t.Errorf("no cell's probe carried an ECN variant of its DSCP value (tags %v): the run's traces shared none", tags)

@@ -74,10 +74,10 @@ func ParseUserdata(b []byte) (tag, kind uint8, hop, cand uint16, ok bool) {
 // (dscp.Tag). Every flow that matches the tag matches both, so that the
 // flows of traces sharing a DSCP value never take each other's probe.
 func tagFields(tag uint8) []byte {
-	return append(openflow.DSCPField(dscp.DSCPOf(tag)), openflow.ECNField(dscp.ECNOf(tag))...)
+	return append(openflow.DSCPField(dscp.Value(tag)), openflow.ECNField(dscp.ECN(tag))...)
 }
 
 // setTagActions give a packet the tag: its DSCP value and ECN codepoint.
 func setTagActions(tag uint8) []byte {
-	return append(openflow.SetDSCPAction(dscp.DSCPOf(tag)), openflow.SetFieldAction(openflow.ECNField(dscp.ECNOf(tag)))...)
+	return append(openflow.SetDSCPAction(dscp.Value(tag)), openflow.SetFieldAction(openflow.ECNField(dscp.ECN(tag)))...)
 }

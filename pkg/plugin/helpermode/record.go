@@ -63,7 +63,7 @@ func newRecorder(c traceflow.Client, tf *traceflow.Traceflow, asCR, keep bool) *
 
 func (r *recorder) start(ctx context.Context, tag uint8, now time.Time) error {
 	t := metav1.NewTime(now)
-	r.tf.Status = traceflow.Status{Phase: traceflow.PhaseRunning, DataplaneTag: int8(dscp.DSCPOf(tag)), StartTime: &t}
+	r.tf.Status = traceflow.Status{Phase: traceflow.PhaseRunning, DataplaneTag: int8(dscp.Value(tag)), StartTime: &t}
 	if !r.asCR {
 		return nil
 	}

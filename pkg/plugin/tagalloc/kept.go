@@ -60,7 +60,7 @@ func (l *Local) variant(inUse map[uint8]bool) *Claim {
 			}
 			continue
 		}
-		d := dscp.DSCPOf(h.c.Tag)
+		d := dscp.Value(h.c.Tag)
 		for e := range uint8(dscp.ECNVariants) {
 			if tag := dscp.Tag(d, e); !h.used[e] && !inUse[tag] {
 				h.used[e] = true
@@ -86,7 +86,7 @@ func (h *heldClaim) share(tag uint8, l *Local) *Claim {
 func (l *Local) drop(i int) {
 	h := l.held[i]
 	h.stop()
-	delete(l.busy, dscp.DSCPOf(h.c.Tag))
+	delete(l.busy, dscp.Value(h.c.Tag))
 	l.held = append(l.held[:i], l.held[i+1:]...)
 }
 
@@ -117,7 +117,7 @@ func (l *Local) adopt(c *Claim) *Claim {
 func (l *Local) giveBack(ctx context.Context, v *Claim) error {
 	h := v.held
 	l.mu.Lock()
-	h.used[dscp.ECNOf(v.Tag)] = false
+	h.used[dscp.ECN(v.Tag)] = false
 	release := !h.inUse() && (l.keepAs == "" || l.life == nil || l.life.Err() != nil || h.c.lost.Load())
 	if release {
 		for i := range l.held {

@@ -47,9 +47,9 @@ func TestKeptClaimsServeTheRunsNextTraces(t *testing.T) {
 	})
 	// A kept DSCP value none of whose tags the trace may carry is not
 	// handed out: the trace claims another.
-	d := dscp.DSCPOf(first.Tag)
+	d := dscp.Value(first.Tag)
 	third, err := a.Acquire(ctx, "cell-3", time.Minute, map[uint8]bool{d: true, dscp.Tag(d, 1): true, dscp.Tag(d, 2): true})
-	if err != nil || dscp.DSCPOf(third.Tag) == dscp.DSCPOf(first.Tag) {
+	if err != nil || dscp.Value(third.Tag) == dscp.Value(first.Tag) {
 		t.Fatalf("claim %+v (%v), want a DSCP value other than %d", third, err, first.Tag)
 	}
 	if err := third.Release(ctx); err != nil {
@@ -94,7 +94,7 @@ func TestKeptClaimServesThreeTracesAtOnce(t *testing.T) {
 		}
 		got = append(got, c)
 	}
-	d := dscp.DSCPOf(got[0].Tag)
+	d := dscp.Value(got[0].Tag)
 	for e, c := range got {
 		if c.Tag != dscp.Tag(d, uint8(e)) || c.name != LeaseName(d) { //nolint:gosec // three
 			t.Errorf("claim %d: tag %s, Lease %s; want %s under %s", e, dscp.Name(c.Tag), c.name, dscp.Name(dscp.Tag(d, uint8(e))), LeaseName(d)) //nolint:gosec // three
@@ -104,7 +104,7 @@ func TestKeptClaimServesThreeTracesAtOnce(t *testing.T) {
 		t.Fatalf("%d Leases for three traces of one DSCP value, want 1", len(left.Items))
 	}
 	fourth, err := a.Acquire(ctx, "cell", time.Minute, nil)
-	if err != nil || dscp.DSCPOf(fourth.Tag) == d || dscp.ECNOf(fourth.Tag) != 0 {
+	if err != nil || dscp.Value(fourth.Tag) == d || dscp.ECN(fourth.Tag) != 0 {
 		t.Fatalf("the fourth claim %+v (%v): want another DSCP value, ECN 0", fourth, err)
 	}
 	if err := got[1].Release(ctx); err != nil {
@@ -154,7 +154,7 @@ func TestKeptClaimLostIsNotReused(t *testing.T) {
 	}
 	waitFor(t, "the idle renewal to find the claim lost", c.held.c.lost.Load)
 	got, err := a.Acquire(ctx, "next", time.Minute, nil)
-	if err != nil || dscp.DSCPOf(got.Tag) == dscp.DSCPOf(c.Tag) {
+	if err != nil || dscp.Value(got.Tag) == dscp.Value(c.Tag) {
 		t.Fatalf("claim %+v (%v): the lost claim of tag %d was handed out", got, err, c.Tag)
 	}
 }
@@ -242,7 +242,7 @@ func TestYieldGivesUpIdleClaims(t *testing.T) {
 	if _, err := leases.Get(ctx, busy[0].name, metav1.GetOptions{}); err != nil {
 		t.Fatalf("the Lease its traces carry went with Yield: %v", err)
 	}
-	other, err := s.alloc().Acquire(ctx, "other", time.Minute, map[uint8]bool{dscp.DSCPOf(busy[0].Tag): true})
+	other, err := s.alloc().Acquire(ctx, "other", time.Minute, map[uint8]bool{dscp.Value(busy[0].Tag): true})
 	if err != nil || other.Tag != idle.Tag {
 		t.Fatalf("another plugin's claim %+v (%v), want the yielded tag %d", other, err, idle.Tag)
 	}

@@ -38,7 +38,7 @@ const leasePrefix = "kubectl-traceflow-tag-"
 
 // LeaseName is the name of the Lease that claims tag.
 // A tag's ECN variants share their DSCP value's Lease (kept.go).
-func LeaseName(tag uint8) string { return leasePrefix + strconv.Itoa(int(dscp.DSCPOf(tag))) }
+func LeaseName(tag uint8) string { return leasePrefix + strconv.Itoa(int(dscp.Value(tag))) }
 
 // ErrExhausted means every tag is held by a running trace.
 var ErrExhausted = errors.New("all dataplane tags are in use by running traces")

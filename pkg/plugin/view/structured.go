@@ -29,7 +29,7 @@ func Record(m *outcome.Model, base *traceflow.Traceflow) *traceflow.Traceflow {
 		ann[k] = v
 	}
 	st := &out.Status
-	st.DataplaneTag = int8(dscp.DSCPOf(m.Trace.Tag))
+	st.DataplaneTag = int8(dscp.Value(m.Trace.Tag))
 	st.Phase = traceflow.PhaseRunning
 	if !m.Started.IsZero() {
 		t := metav1.NewTime(m.Started)
