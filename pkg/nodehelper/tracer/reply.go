@@ -332,7 +332,9 @@ func (s *session) answerCatch(to probe.ReplyTo) (Plan, []catchKey, error) {
 	for _, m := range matches {
 		// The tag's own bit of a register every arriving packet has
 		// clear: OVS checks overlap only between flows whose matches
-		// differ (an identical flow replaces the other).
+		// differ (an identical flow replaces the other). The bit is the
+		// tag's DSCP value's: its ECN variants are one run's, whose one
+		// helper per node keeps their catches apart by catch keys.
 		m = append(m, openflow.XReg7BitClearField(s.c.Tag)...)
 		f := openflow.NewFlow(0, 0, answerCatchPriority, s.cookie|kindCatch, s.c.hardTimeout(), m, actions)
 		openflow.SetFlowModFlags(f, openflow.FlagCheckOverlap)
