@@ -37,11 +37,7 @@ import (
 func TestIntegrationRoundTripsFromOneSourceAtOnce(t *testing.T) {
 	defer tracer.LiftKeyWait(20 * time.Second)()
 	o := newOneNode(t)
-	for _, p := range []*ovstest.Pod{o.b, o.c} {
-		if err := p.ServeTCP(o.ctx, 80); err != nil {
-			t.Fatal(err)
-		}
-	}
+	o.serveTCP(t, 80, o.b, o.c)
 	cases := []struct {
 		name    string
 		dst     string

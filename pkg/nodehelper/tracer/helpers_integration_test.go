@@ -206,3 +206,13 @@ func requireOVS(t *testing.T) {
 	testenv.RequireOVS(t)
 	testenv.RequireCommands(t, "ethtool")
 }
+
+// serveTCP has each pod listen on port for the test's life.
+func (o *oneNode) serveTCP(t *testing.T, port int, pods ...*ovstest.Pod) {
+	t.Helper()
+	for _, p := range pods {
+		if err := p.ServeTCP(o.ctx, port); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/dscp"
-	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/ovstest"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/probe"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/report"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/tracer"
@@ -27,11 +26,7 @@ import (
 // its own verdict and its own answer.
 func TestIntegrationTracesSharingADSCPValue(t *testing.T) {
 	o := newOneNode(t)
-	for _, p := range []*ovstest.Pod{o.b, o.c} {
-		if err := p.ServeTCP(o.ctx, 80); err != nil {
-			t.Fatal(err)
-		}
-	}
+	o.serveTCP(t, 80, o.b, o.c)
 	cases := []struct {
 		name string
 		dst  netip.Addr
