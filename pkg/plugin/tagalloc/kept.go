@@ -41,10 +41,9 @@ func (h *heldClaim) inUse() bool {
 // traces carry tags, so inUse names the one tag to skip (a round trip's
 // probe, claiming its answer's), not the whole value as it does for values
 // the run does not hold (another engine's flows match the DSCP value
-// alone). A claim whose renewal found
-// it no longer the run's (its Lease deleted or taken over) gives none, and
-// goes once no trace carries it, its DSCP value free to be claimed again
-// through the API.
+// alone). A claim whose renewal found it no longer the run's (its Lease
+// deleted or taken over) gives none, and goes once no trace carries it,
+// its DSCP value free to be claimed again through the API.
 func (l *Local) variant(inUse map[uint8]bool) *Claim {
 	if l == nil {
 		return nil
@@ -75,11 +74,7 @@ func (l *Local) variant(inUse map[uint8]bool) *Claim {
 // Release gives the variant back to the run, and its Hold does nothing
 // (the run renews the Lease).
 func (h *heldClaim) share(tag uint8, l *Local) *Claim {
-	v := &Claim{Tag: tag, Holder: h.c.Holder, name: h.c.name, uid: h.c.uid, owner: h.c.owner, local: l, held: h}
-	if last := h.c.renewed.Load(); last != nil {
-		v.renewed.Store(last)
-	}
-	return v
+	return &Claim{Tag: tag, Holder: h.c.Holder, name: h.c.name, uid: h.c.uid, owner: h.c.owner, local: l, held: h}
 }
 
 // drop forgets the held claim at i and stops its renewal; l.mu is held.
