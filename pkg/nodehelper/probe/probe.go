@@ -156,9 +156,8 @@ func markOr(mark uint32, tag uint8) uint32 {
 type Summary struct {
 	SrcMAC, DstMAC net.HardwareAddr
 	SrcIP, DstIP   netip.Addr
-	DSCP           uint8
 	// Tag is the tag the traffic class byte stands for (dscp.FromTOS):
-	// its DSCP value and ECN codepoint.
+	// its DSCP value (dscp.Value) and ECN codepoint.
 	Tag uint8
 	TTL uint8
 	// Mark is the IPv4 identification or the IPv6 flow label.
@@ -195,11 +194,11 @@ func Decode(frame []byte) (Summary, error) {
 	case *layers.IPv4:
 		s.SrcIP, _ = netip.AddrFromSlice(ip.SrcIP.To4())
 		s.DstIP, _ = netip.AddrFromSlice(ip.DstIP.To4())
-		s.DSCP, s.Tag, s.TTL, s.Mark = ip.TOS>>2, dscp.FromTOS(ip.TOS), ip.TTL, uint32(ip.Id)
+		s.Tag, s.TTL, s.Mark = dscp.FromTOS(ip.TOS), ip.TTL, uint32(ip.Id)
 	case *layers.IPv6:
 		s.SrcIP, _ = netip.AddrFromSlice(ip.SrcIP)
 		s.DstIP, _ = netip.AddrFromSlice(ip.DstIP)
-		s.DSCP, s.Tag, s.TTL, s.Mark = ip.TrafficClass>>2, dscp.FromTOS(ip.TrafficClass), ip.HopLimit, ip.FlowLabel
+		s.Tag, s.TTL, s.Mark = dscp.FromTOS(ip.TrafficClass), ip.HopLimit, ip.FlowLabel
 	default:
 		return s, errors.New("not an IP packet")
 	}

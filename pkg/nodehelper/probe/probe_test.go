@@ -55,7 +55,7 @@ func TestBuildChecksumsAndTag(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if sum.DSCP != 37 || sum.TTL != 9 || sum.SrcIP != s.SrcIP || sum.DstIP != s.DstIP {
+			if dscp.Value(sum.Tag) != 37 || sum.TTL != 9 || sum.SrcIP != s.SrcIP || sum.DstIP != s.DstIP {
 				t.Errorf("decoded %+v", sum)
 			}
 			if !sum.IsProbe(37, 0, s.SrcPort) || sum.IsProbe(36, 0, s.SrcPort) || (s.Protocol != ICMP && sum.IsProbe(37, 0, s.SrcPort+1)) {
@@ -151,12 +151,12 @@ func TestWithTag(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if sum, err := Decode(f); err != nil || sum.DSCP != 37 || sum.Tag != s.Tag || !sum.IsProbe(s.Tag, s.Mark, 0) || sum.IsProbe(37, s.Mark, 0) {
+		if sum, err := Decode(f); err != nil || dscp.Value(sum.Tag) != 37 || sum.Tag != s.Tag || !sum.IsProbe(s.Tag, s.Mark, 0) || sum.IsProbe(37, s.Mark, 0) {
 			t.Errorf("%s: tagged %+v %v", s.DstIP, sum, err)
 		}
 		g := WithTag(f, 0)
 		sum, err := Decode(g)
-		if err != nil || sum.DSCP != 0 || sum.Tag != 0 || sum.DstIP != s.DstIP {
+		if err != nil || dscp.Value(sum.Tag) != 0 || sum.Tag != 0 || sum.DstIP != s.DstIP {
 			t.Errorf("%s: %+v %v", s.DstIP, sum, err)
 		}
 		if s.DstIP.Is4() && csum(g[14:34]) != 0 {

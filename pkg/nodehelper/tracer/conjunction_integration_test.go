@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/dscp"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/ovstest"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/probe"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/report"
@@ -83,7 +84,7 @@ func TestIntegrationConjunctivePolicy(t *testing.T) {
 				}
 			} else if _, ok := capture.WaitFor(2*time.Second, func(f []byte) bool {
 				s, err := probe.Decode(f)
-				return err == nil && s.DSCP == tc.tag && s.DstIP == o.b.IP
+				return err == nil && dscp.Value(s.Tag) == tc.tag && s.DstIP == o.b.IP
 			}); !ok {
 				t.Error("the allowed probe never appeared on pod-b's eth0")
 			}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/dscp"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/ovstest"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/probe"
 	"github.com/kubectl-traceflow/kubectl-traceflow/pkg/nodehelper/report"
@@ -118,7 +119,7 @@ func TestIntegrationIntraNodeTCPDelivered(t *testing.T) {
 	}
 	frame, ok := capture.WaitFor(2*time.Second, func(f []byte) bool {
 		s, err := probe.Decode(f)
-		return err == nil && s.DSCP == tag && s.DstIP == o.b.IP
+		return err == nil && dscp.Value(s.Tag) == tag && s.DstIP == o.b.IP
 	})
 	if !ok {
 		t.Fatal("the tagged probe never appeared on pod-b's eth0")
@@ -274,7 +275,7 @@ func TestIntegrationIPv6Delivered(t *testing.T) {
 			}
 			if _, ok := capture.WaitFor(2*time.Second, func(f []byte) bool {
 				s, err := probe.Decode(f)
-				return err == nil && s.DSCP == tag && s.DstIP == o.b.IPv6
+				return err == nil && dscp.Value(s.Tag) == tag && s.DstIP == o.b.IPv6
 			}); !ok {
 				t.Fatal("the tagged IPv6 probe never appeared on pod-b's eth0")
 			}
@@ -412,7 +413,7 @@ func TestIntegrationInterNodeGeneve(t *testing.T) {
 	}
 	if _, ok := capture.WaitFor(2*time.Second, func(f []byte) bool {
 		s, err := probe.Decode(f)
-		return err == nil && s.DSCP == tag && s.DstIP == tn.b.IP
+		return err == nil && dscp.Value(s.Tag) == tag && s.DstIP == tn.b.IP
 	}); !ok {
 		t.Fatal("the tagged probe never appeared on pod-b's eth0")
 	}
@@ -684,7 +685,7 @@ func TestIntegrationServiceRegisterBuckets(t *testing.T) {
 		for {
 			if _, ok := cp.WaitFor(500*time.Millisecond, func(f []byte) bool {
 				s, err := probe.Decode(f)
-				return err == nil && s.DSCP == tag
+				return err == nil && dscp.Value(s.Tag) == tag
 			}); !ok {
 				break
 			}
